@@ -1,0 +1,18 @@
+"""freegpu: the helper package of the course "Accelerate on free notebooks".
+
+Importing it is cheap and works on a bare CPU machine: torch, transformers, datasets and torch_xla are imported
+inside the functions that need them. Modules, by the notebook that introduces them:
+
+- `platform`, `hardware`, `profile`, `results`, `software`: notebook 00 (environment check)
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import hardware, platform, profile, results, software
+
+try:
+    __version__ = version("freegpu")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
+
+__all__ = ["hardware", "platform", "profile", "results", "software", "__version__"]

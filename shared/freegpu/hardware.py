@@ -1,0 +1,220 @@
+"""What hardware did we get, what is it good at, and what should Accelerate be told?
+
+Introduced in notebook 00 (environment check). Nothing here initialises CUDA or the XLA runtime in the notebook
+process: GPUs are read with `nvidia-smi` and TPUs from the environment, because a CUDA context (or an XLA runtime)
+created before `notebook_launcher` forks breaks every child process (notebook 01).
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "GpuInfo",
+    "TpuInfo",
+    "HardwareInfo",
+    "Recommendation",
+    "detect_hardware",
+    "parse_nvidia_smi",
+    "recommend",
+    "pitfalls",
+    "disk_report",
+]
+
+_SMI_QUERY = ["nvidia-smi", "--query-gpu=name,memory.total,compute_cap,driver_version",
+              "--format=csv,noheader,nounits"]
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One CUDA GPU as `nvidia-smi` reports it."""
+
+    name: str
+    memory_gib: float
+    compute_capability: tuple[int, int]
+    driver: str
+
+    @property
+    def fp16_tensor_cores(self) -> bool:
+        return self.compute_capability >= (7, 0)  # Volta and newer
+
+    @property
+    def bf16_tensor_cores(self) -> bool:
+        return self.compute_capability >= (8, 0)  # Ampere and newer; T4 (7.5) only emulates bf16
+
+
+@dataclass(frozen=True)
+class TpuInfo:
+    """A TPU host seen from the environment, without starting the XLA runtime."""
+
+    torch_xla_version: str | None
+    pjrt_device: str | None
+    accelerator_type: str | None
+    chips: int
+
+
+@dataclass(frozen=True)
+class HardwareInfo:
+    """CPU, memory, GPUs and TPU of this machine (see `detect_hardware`)."""
+
+    logical_cpus: int
+    physical_cpus: int
+    ram_total_gib: float
+    ram_available_gib: float
+    gpus: tuple[GpuInfo, ...] = ()
+    nvlink: bool | None = None
+    tpu: TpuInfo | None = None
+    torch_cuda: str | None = None
+
+    @property
+    def device_kind(self) -> str:
+        """`tpu`, `cuda` or `cpu`: the accelerator a full-profile run would train on."""
+        if self.tpu is not None and self.tpu.chips > 0:
+            return "tpu"
+        return "cuda" if self.gpus else "cpu"
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Settings derived from `HardwareInfo`, each with the reason for it."""
+
+    mixed_precision: str
+    num_processes: int
+    num_workers: int
+    reasons: dict[str, str] = field(default_factory=dict)
+
+
+def parse_nvidia_smi(text: str) -> tuple[GpuInfo, ...]:
+    """Parse `nvidia-smi --query-gpu=name,memory.total,compute_cap,driver_version --format=csv,noheader,nounits`."""
+    gpus = []
+    for line in text.strip().splitlines():
+        name, mem_mib, cap, driver = (part.strip() for part in line.split(","))
+        major, minor = cap.split(".")
+        gpus.append(GpuInfo(name, round(float(mem_mib) / 1024, 1), (int(major), int(minor)), driver))
+    return tuple(gpus)
+
+
+def _run(cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+
+
+def _detect_tpu(environ: dict[str, str]) -> TpuInfo | None:
+    xla = importlib.util.find_spec("torch_xla") is not None
+    accel_type = environ.get("TPU_ACCELERATOR_TYPE")  # e.g. v5litepod-8 on a TPU VM
+    devices = glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")
+    if not (xla or accel_type or devices):
+        return None
+    chips = len(devices)
+    if accel_type and (match := re.search(r"-(\d+)$", accel_type)):
+        chips = int(match.group(1))
+    version = importlib.metadata.version("torch_xla") if xla else None
+    return TpuInfo(version, environ.get("PJRT_DEVICE"), accel_type, chips)
+
+
+def detect_hardware(environ: dict[str, str] | None = None, nvidia_smi: str | None = None,
+                    topology: str | None = None) -> HardwareInfo:
+    """Read CPUs, RAM, GPUs (`nvidia-smi`) and TPU signals. Pass `nvidia_smi`/`topology` text to simulate a GPU box.
+
+    Introduced in notebook 00.
+    """
+    import psutil
+    import torch
+
+    env = os.environ if environ is None else environ
+    smi = nvidia_smi if nvidia_smi is not None else _run(_SMI_QUERY)
+    gpus = parse_nvidia_smi(smi) if smi else ()
+    nvlink = None
+    if len(gpus) > 1:
+        topo = topology if topology is not None else _run(["nvidia-smi", "topo", "-m"])
+        nvlink = bool(topo and re.search(r"\bNV\d+\b", topo)) if topo is not None else None
+    memory = psutil.virtual_memory()
+    return HardwareInfo(
+        logical_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+        physical_cpus=psutil.cpu_count(logical=False) or 1,
+        ram_total_gib=round(memory.total / 1024**3, 1),
+        ram_available_gib=round(memory.available / 1024**3, 1),
+        gpus=gpus,
+        nvlink=nvlink,
+        tpu=_detect_tpu(env),
+        torch_cuda=torch.version.cuda,
+    )
+
+
+def recommend(hw: HardwareInfo) -> Recommendation:
+    """Mixed precision, number of processes and DataLoader workers for this hardware, with reasons (notebook 00)."""
+    reasons = {}
+    if hw.device_kind == "tpu":
+        precision, procs = "bf16", max(hw.tpu.chips, 1)
+        reasons["mixed_precision"] = "TPUs compute natively in bf16; fp16 is refused on XLA."
+        reasons["num_processes"] = f"one process per TPU chip ({procs})."
+    elif hw.gpus:
+        procs = len(hw.gpus)
+        if all(g.bf16_tensor_cores for g in hw.gpus):
+            precision, why = "bf16", "compute capability >= 8.0: bf16 tensor cores, no loss scaling needed."
+        elif all(g.fp16_tensor_cores for g in hw.gpus):
+            precision, why = "fp16", "compute capability 7.x: fp16 tensor cores but no bf16 ones."
+        else:
+            precision, why = "no", "compute capability < 7.0: no tensor cores, mixed precision gains little."
+        reasons["mixed_precision"] = why
+        reasons["num_processes"] = f"one process per GPU ({procs})."
+    else:
+        precision, procs = "no", 1
+        reasons["mixed_precision"] = "CPU: Accelerate's fp16 does nothing here, and bf16 autocast is rarely faster."
+        reasons["num_processes"] = "one process: several CPU processes share the same cores."
+    workers = max(0, hw.logical_cpus // procs - 1)
+    reasons["num_workers"] = (f"{hw.logical_cpus} CPUs / {procs} process(es), minus one core for the training "
+                              f"loop itself: {workers} DataLoader worker(s) per process.")
+    return Recommendation(precision, procs, workers, reasons)
+
+
+def pitfalls(hw: HardwareInfo, platform: str) -> list[str]:
+    """Traps that the popular articles walk into on this hardware and platform (notebook 00)."""
+    found = [f"'num_workers = 4 x cores' would start {4 * hw.logical_cpus} workers per process on "
+             f"{hw.logical_cpus} CPUs; PyTorch warns above {hw.logical_cpus} (notebook 04)."]
+    if hw.device_kind == "cpu":
+        found.append("mixed_precision='fp16' on CPU silently does nothing: no autocast, no GradScaler, "
+                     "and accelerator.mixed_precision still says 'fp16' (notebook 02).")
+        found.append("`accelerate launch --cpu --num_processes 2` starts ONE process, and notebook_launcher "
+                     "forks independent runs unless the Accelerator is created with cpu=True (notebook 01).")
+    cuda = tuple(int(x) for x in hw.torch_cuda.split(".")[:2]) if hw.torch_cuda else None
+    for gpu in {g.name: g for g in hw.gpus}.values():
+        if gpu.compute_capability < (7, 0) and cuda and cuda >= (12, 8):
+            found.append(f"{gpu.name} (sm_{''.join(map(str, gpu.compute_capability))}) has no kernels in this "
+                         f"CUDA {hw.torch_cuda} build of torch: the first op fails with "
+                         "cudaErrorNoKernelImageForDevice. On Kaggle pick 'GPU T4 x2'.")
+        if gpu.fp16_tensor_cores and not gpu.bf16_tensor_cores:
+            found.append(f"{gpu.name}: torch reports bf16 as supported, but it is emulated; use fp16 here.")
+    if len(hw.gpus) > 1 and hw.nvlink is not True:
+        found.append(f"{len(hw.gpus)} GPUs without NVLink: DDP all-reduces gradients over PCIe, so two GPUs "
+                     "are less than twice as fast; larger batches per step amortise it.")
+    if hw.device_kind == "tpu":
+        found.append("COLAB_TPU_ADDR belongs to the retired TPU-node runtime; set PJRT_DEVICE=TPU before "
+                     "notebook_launcher and do not touch the XLA device before it forks (notebook 04).")
+    if platform == "kaggle":
+        found.append("Only /kaggle/working is saved with a version, and it is capped at 20 GB (notebook 06).")
+    return found
+
+
+def disk_report(path: Path, budget_bytes: int | None = None) -> dict[str, float]:
+    """Free and total disk at `path`; with a budget, also how much of it the folder already uses (notebook 00)."""
+    usage = shutil.disk_usage(path)
+    report = {"path": str(path), "free_gib": round(usage.free / 1024**3, 1),
+              "total_gib": round(usage.total / 1024**3, 1)}
+    if budget_bytes is not None:
+        used = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+        report["budget_gib"] = round(budget_bytes / 1000**3, 1)
+        report["budget_used_gib"] = round(used / 1000**3, 3)
+    return report

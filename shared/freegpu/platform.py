@@ -1,0 +1,174 @@
+"""Where is this notebook running, which folders are safe to use there, and is the internet reachable?
+
+Introduced in notebook 00 (environment check). Every path that is specific to Colab or Kaggle lives in this
+module and nowhere else in the course.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "PlatformInfo",
+    "PlatformDirs",
+    "KAGGLE_OUTPUT_BUDGET_BYTES",
+    "detect_platform",
+    "platform_dirs",
+    "resolve_output_dir",
+    "has_internet",
+]
+
+# /kaggle/working is what a Kaggle "Save Version" keeps; Kaggle caps it at 20 GB.
+KAGGLE_OUTPUT_BUDGET_BYTES = 20 * 1000**3
+_KAGGLE_WORKING = Path("/kaggle/working")
+_KAGGLE_INPUT = Path("/kaggle/input")
+_KAGGLE_TEMP = Path("/kaggle/temp")
+_COLAB_CONTENT = Path("/content")
+_COLAB_DRIVE = Path("/content/drive/MyDrive")
+# Parent processes that run a kernel with nobody watching it.
+_HEADLESS_PARENTS = ("papermill", "nbconvert", "nbclient", "pytest", "execnb")
+
+
+@dataclass(frozen=True)
+class PlatformInfo:
+    """What `detect_platform` found.
+
+    Args:
+        name (`str`): one of `colab`, `kaggle`, `jupyter` (a local Jupyter/VS Code kernel), `headless`
+            (a kernel run by papermill or nbconvert), `script` (plain Python, no kernel).
+        kaggle_batch (`bool`): Kaggle "Save Version" / pushed run (`KAGGLE_KERNEL_RUN_TYPE=Batch`): nobody is
+            watching, the run ends when the notebook ends, and only /kaggle/working is kept.
+        interactive (`bool`): a person is at the notebook (Colab, Kaggle editor, local Jupyter).
+        evidence (`str`): the signal that decided it, so a learner can check it.
+    """
+
+    name: str
+    kaggle_batch: bool
+    interactive: bool
+    evidence: str
+
+    @property
+    def hosted(self) -> bool:
+        return self.name in ("colab", "kaggle")
+
+
+@dataclass(frozen=True)
+class PlatformDirs:
+    """Folders with different lifetimes on a platform.
+
+    Args:
+        input_dir (`Path`): where attached data sits (read-only on Kaggle).
+        working_dir (`Path`): where outputs go by default.
+        scratch_dir (`Path`): fast space that is not kept.
+        working_persists (`bool`): whether `working_dir` survives the end of the session.
+        output_budget_bytes (`int | None`): cap on what `working_dir` may hold, where the platform sets one.
+        note (`str`): what a learner must know about these folders.
+    """
+
+    input_dir: Path
+    working_dir: Path
+    scratch_dir: Path
+    working_persists: bool
+    output_budget_bytes: int | None
+    note: str
+
+
+def _in_kernel() -> bool:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _parent_command() -> str:
+    try:
+        import psutil
+
+        return " ".join(psutil.Process(os.getppid()).cmdline()).lower()
+    except Exception:  # the parent may be gone or hidden from us; then it decides nothing
+        return ""
+
+
+def detect_platform(environ: dict[str, str] | None = None) -> PlatformInfo:
+    """Tell Colab, Kaggle (interactive or batch), local Jupyter, headless runs and plain scripts apart.
+
+    Uses only real signals: the `google.colab` module or `COLAB_RELEASE_TAG`, `KAGGLE_KERNEL_RUN_TYPE`,
+    `JPY_SESSION_NAME` (set by a Jupyter server for the kernels it starts) and the kernel's parent process.
+    Introduced in notebook 00.
+    """
+    env = os.environ if environ is None else environ
+    if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in env:
+        return PlatformInfo("colab", False, True, "google.colab module / COLAB_RELEASE_TAG")
+    run_type = env.get("KAGGLE_KERNEL_RUN_TYPE")
+    if run_type:
+        batch = run_type.lower() == "batch"
+        return PlatformInfo("kaggle", batch, not batch, f"KAGGLE_KERNEL_RUN_TYPE={run_type}")
+    if not _in_kernel():
+        return PlatformInfo("script", False, False, "no IPython kernel")
+    if "JPY_SESSION_NAME" in env or "VSCODE_PID" in env:
+        return PlatformInfo("jupyter", False, True, "kernel started by a Jupyter server or VS Code")
+    parent = _parent_command()
+    hit = next((p for p in _HEADLESS_PARENTS if p in parent), None)
+    evidence = f"kernel started by {hit}" if hit else "kernel with no Jupyter server session"
+    return PlatformInfo("headless", False, False, evidence)
+
+
+def platform_dirs(info: PlatformInfo) -> PlatformDirs:
+    """The input, working and scratch folders for a platform (introduced in notebook 00)."""
+    import tempfile
+
+    if info.name == "kaggle":
+        return PlatformDirs(
+            _KAGGLE_INPUT, _KAGGLE_WORKING, _KAGGLE_TEMP, True, KAGGLE_OUTPUT_BUDGET_BYTES,
+            "/kaggle/input is read-only; /kaggle/working is saved with a version (20 GB cap); "
+            "/kaggle/temp is lost when the session ends.",
+        )
+    if info.name == "colab":
+        drive = _COLAB_DRIVE.is_dir()
+        return PlatformDirs(
+            _COLAB_CONTENT, _COLAB_DRIVE / "freegpu" if drive else _COLAB_CONTENT, Path(tempfile.gettempdir()),
+            drive, None,
+            "Google Drive is mounted: outputs survive the runtime." if drive else
+            "/content is wiped when the runtime is recycled; mount Google Drive to keep outputs.",
+        )
+    cwd = Path.cwd()
+    return PlatformDirs(cwd, cwd / "outputs", Path(tempfile.gettempdir()), True, None,
+                        "Local disk: outputs stay until you delete them.")
+
+
+def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None = None) -> Path:
+    """`output_dir` as given, or the platform's working folder plus the notebook name when it is empty.
+
+    Creates the folder. Introduced in notebook 00.
+    """
+    if output_dir:
+        path = Path(output_dir).expanduser()
+    else:
+        path = platform_dirs(info or detect_platform()).working_dir / notebook
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
+
+
+def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float = 2.0) -> bool:
+    """Whether a TCP connection to `host` opens within `timeout` seconds, DNS included.
+
+    DNS lookups ignore socket timeouts, so the probe runs in a daemon thread and we stop waiting at the
+    deadline: the answer never takes much longer than `timeout`. Introduced in notebook 00.
+    """
+    answer: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                answer.append(True)
+        except OSError:
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(answer and answer[0])
