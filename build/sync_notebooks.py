@@ -68,7 +68,7 @@ def setup_source(name: str, settings: dict) -> str:
         "    if subprocess.run(cmd).returncode != 0:\n"
         "        raise RuntimeError(\n"
         '            "Installing freegpu failed (pip output above). On Kaggle, switch Settings > Internet on; "\n'
-        '            "without internet, attach the freegpu wheel as a dataset and pip install it from /kaggle/input."\n'
+        '            "without internet, attach the freegpu wheel as a Kaggle dataset and pip install it from there."\n'
         "        )"
     )
 

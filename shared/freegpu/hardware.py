@@ -23,7 +23,6 @@ __all__ = [
     "HardwareInfo",
     "Recommendation",
     "detect_hardware",
-    "parse_nvidia_smi",
     "recommend",
     "pitfalls",
     "disk_report",
@@ -204,7 +203,8 @@ def pitfalls(hw: HardwareInfo, platform: str) -> list[str]:
         found.append("COLAB_TPU_ADDR belongs to the retired TPU-node runtime; set PJRT_DEVICE=TPU before "
                      "notebook_launcher and do not touch the XLA device before it forks (notebook 04).")
     if platform == "kaggle":
-        found.append("Only /kaggle/working is saved with a version, and it is capped at 20 GB (notebook 06).")
+        found.append("Only the working folder is saved with a Kaggle version, and it is capped at 20 GB "
+                     "(notebook 06).")
     return found
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 __all__ = [
     "PlatformInfo",
     "PlatformDirs",
-    "KAGGLE_OUTPUT_BUDGET_BYTES",
     "detect_platform",
     "platform_dirs",
     "resolve_output_dir",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LIBRARIES", "Run", "start_run", "library_versions", "write_json_atomic", "markdown_table"]
+__all__ = ["Run", "start_run", "library_versions", "write_json_atomic", "markdown_table"]
 
 LIBRARIES = ("torch", "accelerate", "transformers", "datasets", "torch_xla", "numpy", "freegpu")
 COMMON_KEYS = ("notebook", "profile", "platform", "device", "versions", "started_at", "wall_s")

@@ -12,10 +12,7 @@ import sys
 from pathlib import Path
 
 __all__ = [
-    "REDACTED",
-    "is_secret_name",
     "environment_signals",
-    "redact",
     "accelerate_env_report",
     "write_accelerate_config",
 ]

@@ -1,0 +1,96 @@
+"""freegpu.profile, freegpu.results and freegpu.software."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from accelerate.commands.config.config_args import load_config_from_file
+
+from freegpu import profile, results, software
+
+
+def test_check_choice_names_value_and_allowed():
+    with pytest.raises(ValueError, match=r"profile='fastest'.*'auto', 'smoke', 'full'"):
+        profile.check_choice("profile", "fastest", profile.PROFILES)
+    assert profile.check_choice("profile", "smoke", profile.PROFILES) == "smoke"
+
+
+def test_check_number():
+    assert profile.check_number("batch_size", 8, minimum=1, integer=True) == 8
+    with pytest.raises(ValueError, match=r"batch_size=0 is out of range"):
+        profile.check_number("batch_size", 0, minimum=1, integer=True)
+    with pytest.raises(TypeError, match=r"batch_size=2.5 must be an integer"):
+        profile.check_number("batch_size", 2.5, integer=True)
+    with pytest.raises(TypeError):
+        profile.check_number("lr", True)
+
+
+@pytest.mark.parametrize("asked, device, expected", [
+    ("auto", "cpu", "smoke"), ("auto", "cuda", "full"), ("auto", "tpu", "full"),
+    ("smoke", "cuda", "smoke"), ("full", "cpu", "full"),
+])
+def test_resolve_profile(asked, device, expected):
+    resolved, reason = profile.resolve_profile(asked, device)
+    assert resolved == expected and reason
+
+
+def test_full_profile_offline_fails_fast_and_says_what_to_do():
+    with pytest.raises(RuntimeError, match=r"profile='smoke'"):
+        profile.require_hub("full", internet=False)
+    profile.require_hub("full", internet=True)
+    profile.require_hub("smoke", internet=False)
+
+
+def test_run_writes_common_keys(tmp_path):
+    run = results.start_run("00_environment_check", "smoke", "headless", "cpu", tmp_path)
+    run.record(accuracy=0.5, shape=(2, 3), path=Path("/x"))
+    data = json.loads(run.save().read_text())
+    assert {"notebook", "profile", "platform", "device", "versions", "started_at", "wall_s"} <= set(data)
+    assert data["versions"]["torch"] and data["versions"]["python"]
+    assert data["accuracy"] == 0.5 and data["shape"] == [2, 3] and data["path"] == "/x"
+    with pytest.raises(ValueError, match="written by Run"):
+        run.record(wall_s=1)
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path):
+    target = tmp_path / "results.json"
+    results.write_json_atomic(target, {"ok": 1})
+    with pytest.raises(ValueError):
+        results.write_json_atomic(target, {"bad": math.nan})  # NaN is not JSON
+    with pytest.raises(TypeError):
+        results.write_json_atomic(target, {"bad": object()})
+    assert json.loads(target.read_text()) == {"ok": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no temp files left behind
+
+
+def test_markdown_table():
+    table = results.markdown_table({"a": 0.123456, "b": [1, 2], "c": "x|y"})
+    assert "| `a` | 0.1235 |" in table and "| `b` | 1, 2 |" in table and "x\\|y" in table
+
+
+def test_secret_names():
+    for name in ["HF_TOKEN", "WANDB_API_KEY", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "KAGGLE_KEY_APIKEY"]:
+        assert software.is_secret_name(name), name
+    for name in ["PJRT_DEVICE", "KAGGLE_KERNEL_RUN_TYPE", "CUDA_VISIBLE_DEVICES"]:
+        assert not software.is_secret_name(name), name
+
+
+def test_environment_signals_redact_values():
+    env = {"HF_TOKEN": "hf_abcdef", "HF_HOME": "/h", "PJRT_DEVICE": "TPU", "HOME": "/root"}
+    signals = software.environment_signals(env)
+    assert signals == {"HF_HOME": "/h", "HF_TOKEN": software.REDACTED, "PJRT_DEVICE": "TPU"}
+    assert software.redact("token is hf_abcdef", env) == f"token is {software.REDACTED}"
+
+
+def test_accelerate_config_never_touches_the_users_own(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    out = tmp_path / "out"
+    out.mkdir()
+    first = software.write_accelerate_config(out, "no")
+    second = software.write_accelerate_config(out, "bf16")  # ours may be replaced
+    assert first == second and load_config_from_file(str(second)).mixed_precision == "bf16"
+    assert sorted(p.name for p in out.iterdir()) == ["accelerate_config.json"]
+    assert not (tmp_path / "hf_home").exists()

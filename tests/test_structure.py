@@ -1,0 +1,114 @@
+"""The notebooks keep the course skeleton (STYLE.md); checked without a kernel."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import json
+import re
+
+import nbformat
+import pytest
+import papermill
+
+import freegpu
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT, load_build_script
+
+COURSE = ["00_environment_check", "01_mnist_migration", "02_mixed_precision", "03_memory_tricks",
+          "04_tpu_data_loaders", "05_bert_finetune", "06_kaggle_commit_workflow"]
+ENDING = ["## What you measured", "## Recap", "## Exercises", "## Next"]
+PLATFORM_PATHS = re.compile(r"/content\b|/kaggle\b")
+
+
+def load(name: str):
+    return nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+
+
+def code(nb, skip_tags=("setup",)) -> str:
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code"
+                     and not set(c.metadata.get("tags", [])) & set(skip_tags))
+
+
+def test_notebook_names_are_the_course_names():
+    assert NOTEBOOK_NAMES, "no notebooks found"
+    assert set(NOTEBOOK_NAMES) <= set(COURSE)
+
+
+def test_notebooks_are_as_built():
+    """Badges, setup cells, no outputs or execution counts: what build/sync_notebooks.py writes."""
+    assert load_build_script("sync_notebooks").main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_skeleton(name):
+    nb = load(name)
+    badges, title, setup, params = nb.cells[:4]
+    assert "badges" in badges.metadata["tags"] and f"notebooks/{name}.ipynb)" in badges.source
+    assert "colab.research.google.com/github/" in badges.source and "kaggle.com/kernels/welcome" in badges.source
+    assert title.cell_type == "markdown" and title.source.startswith(f"# {name[:2]} · ")
+    for part in ("**You will learn**", "**Prerequisites**", "**Runs on**"):
+        assert part in title.source
+    assert "setup" in setup.metadata["tags"] and setup.cell_type == "code"
+    assert params.metadata.get("tags") == ["parameters"]
+    assert sum("parameters" in c.metadata.get("tags", []) for c in nb.cells) == 1
+    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    headings = [line for src in markdown for line in src.splitlines() if line.startswith("## ")]
+    positions = [next(i for i, h in enumerate(headings) if h.startswith(e)) for e in ENDING]
+    assert positions == sorted(positions), f"{name}: ending out of order: {headings}"
+    steps = [h for h in headings[: positions[0]] if re.match(r"## \d+\. ", h)]
+    assert 3 <= len(steps) <= 6, f"{name}: {len(steps)} numbered steps"
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_parameters_have_types_and_help(name):
+    nb = load(name)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assigned = [n.target.id for n in ast.parse(cell.source).body if isinstance(n, ast.AnnAssign)]
+    assert len(assigned) == len(cell.source.strip().splitlines()), "one typed assignment per line"
+    # What `papermill --help-notebook` shows; a line it cannot parse (';' or '=' in a comment) goes missing.
+    inferred = papermill.inspect_notebook(str(NOTEBOOK_DIR / f"{name}.ipynb"))
+    assert list(inferred) == assigned
+    assert all(p["help"] and p["inferred_type_name"] != "None" for p in inferred.values())
+    assert inferred["profile"]["default"] == '"auto"' and inferred["output_dir"]["default"] == '""'
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_code_hygiene(name):
+    source = code(load(name))
+    assert not PLATFORM_PATHS.search(source), "platform paths belong in freegpu.platform"
+    assert "import *" not in source and "os._exit" not in source
+    assert "../" not in source, "no paths relative to the repository layout"
+
+
+def test_platform_paths_only_in_platform_module():
+    for path in (ROOT / "shared" / "freegpu").glob("*.py"):
+        if path.name != "platform.py":
+            assert not PLATFORM_PATHS.search(path.read_text()), path.name
+
+
+def test_every_public_helper_is_used():
+    """No dead helpers: each name in a module's __all__ is used by a notebook or by another module.
+
+    Dataclasses are exempt: they are what the helpers return, read through attributes.
+    """
+    notebooks = "\n".join(code(load(n)) for n in NOTEBOOK_NAMES)
+    package = {p.stem: p.read_text() for p in (ROOT / "shared" / "freegpu").glob("*.py")}
+    for module_name in freegpu.__all__:
+        if module_name.startswith("__"):
+            continue
+        module = importlib.import_module(f"freegpu.{module_name}")
+        others = "\n".join(text for stem, text in package.items() if stem not in (module_name, "__init__"))
+        for symbol in module.__all__:
+            if dataclasses.is_dataclass(getattr(module, symbol)):
+                continue
+            used = re.search(rf"\b{symbol}\b", notebooks) or re.search(rf"\b{symbol}\b", others)
+            assert used, f"freegpu.{module_name}.{symbol} is used nowhere"
+
+
+def test_no_committed_outputs():
+    for name in NOTEBOOK_NAMES:
+        raw = json.loads((NOTEBOOK_DIR / f"{name}.ipynb").read_text())
+        for cell in raw["cells"]:
+            if cell["cell_type"] == "code":
+                assert cell["outputs"] == [] and cell["execution_count"] is None, name
