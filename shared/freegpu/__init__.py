@@ -4,15 +4,16 @@ Importing it is cheap and works on a bare CPU machine: torch, transformers, data
 inside the functions that need them. Modules, by the notebook that introduces them:
 
 - `platform`, `hardware`, `profile`, `results`, `software`: notebook 00 (environment check)
+- `data`, `models`, `checkpoint`: notebook 01 (MNIST migration)
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import hardware, platform, profile, results, software
+from . import checkpoint, data, hardware, models, platform, profile, results, software
 
 try:
     __version__ = version("freegpu")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["hardware", "platform", "profile", "results", "software", "__version__"]
+__all__ = ["checkpoint", "data", "hardware", "models", "platform", "profile", "results", "software", "__version__"]

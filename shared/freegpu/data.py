@@ -1,0 +1,65 @@
+"""Datasets the notebooks train on: one call, the same structure in the smoke and the full profile.
+
+Introduced in notebook 01 (MNIST migration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ImageData", "load_mnist"]
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """Flattened grey-scale images scaled to [0, 1] and their labels, split into train and eval.
+
+    Args:
+        train (`torch.utils.data.TensorDataset`): `(images (N, num_features) float32, labels (N,) int64)`.
+        eval (`torch.utils.data.TensorDataset`): the same, for evaluation.
+        num_features (`int`): pixels per image (64 for the 8x8 digits, 784 for 28x28 MNIST).
+        num_classes (`int`): 10.
+        source (`str`): where the data came from.
+    """
+
+    train: object
+    eval: object
+    num_features: int
+    num_classes: int
+    source: str
+
+
+def _tensors(images: np.ndarray, labels: np.ndarray):
+    import torch
+    from torch.utils.data import TensorDataset
+
+    return TensorDataset(torch.from_numpy(images.astype(np.float32)), torch.from_numpy(labels.astype(np.int64)))
+
+
+def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2) -> ImageData:
+    """Handwritten digits: MNIST from the Hub (`full`), or scikit-learn's bundled 8x8 digits (`smoke`, offline).
+
+    The smoke split is drawn with `seed`, so every process and every rerun gets the same one; with the default
+    fraction it holds 359 eval images, a number no batch size > 1 divides (notebook 01 needs that).
+    """
+    if profile == "smoke":
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()  # 1,797 real 8x8 scans, values 0..16, shipped inside scikit-learn
+        images, labels = digits.data / 16.0, digits.target
+        order = np.random.default_rng(seed).permutation(len(labels))
+        n_eval = int(len(labels) * eval_fraction)
+        eval_idx, train_idx = order[:n_eval], order[n_eval:]
+        return ImageData(_tensors(images[train_idx], labels[train_idx]), _tensors(images[eval_idx], labels[eval_idx]),
+                         images.shape[1], 10, "sklearn.datasets.load_digits (8x8, offline)")
+    if profile == "full":
+        from datasets import load_dataset
+
+        mnist = load_dataset("ylecun/mnist").with_format("numpy")
+        split = {name: (mnist[name]["image"].reshape(len(mnist[name]), -1) / 255.0, mnist[name]["label"])
+                 for name in ("train", "test")}
+        return ImageData(_tensors(*split["train"]), _tensors(*split["test"]), 28 * 28, 10,
+                         "ylecun/mnist from the Hugging Face Hub (28x28)")
+    raise ValueError(f"profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' first)")
