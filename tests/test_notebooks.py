@@ -102,3 +102,52 @@ def test_course_site_and_summary(executed, course_out):
         assert (course_out / entry["results"]).is_file()
         assert (course_out / "site" / f"{entry['name']}.html").is_file()
         assert f'href="{entry["name"]}.html"' in index.read_text()
+
+
+def test_01_mnist_migration(executed, course_out):
+    record, results = executed("01_mnist_migration")
+    out = course_out / "results" / "01_mnist_migration"
+    # The migration is exact on a CPU: same losses, same weights, bit for bit.
+    assert results["max_abs_loss_diff"] == 0.0 and results["max_abs_weight_diff"] == 0.0
+    assert results["plain_eval_accuracy"] == results["single_process_eval_accuracy"]
+    assert results["changed_lines"] >= 4  # the diff was computed from the real functions
+    assert (out / "loss_curves.png").stat().st_size > 10_000
+    # Overhead was measured after warm-up, side by side.
+    ms = results["median_ms_per_step"]
+    assert ms["plain"] > 0 and ms["accelerate"] > 0
+    assert 0.2 < results["step_time_ratio_accelerate_over_plain"] < 10
+    # The trap: two forked processes that each trained alone on everything.
+    assert results["launcher_trap_ran"] and results["launcher_trap_independent_runs"] is True
+    assert results["launcher_trap_samples_per_rank"] == [results["train_size"]] * 2
+    # The fix: one process group of two, each rank with half of the batches.
+    assert results["ddp_num_processes"] == 2 and results["ddp_distributed_type"] == "MULTI_CPU"
+    per_rank = results["ddp_samples_per_rank"]
+    assert len(per_rank) == 2 and per_rank[0] == per_rank[1]
+    assert results["train_size"] <= sum(per_rank) < results["train_size"] + 2 * 64  # even_batches pads < a batch each
+    assert results["ddp_parent_is_notebook"] is True  # forked from the kernel, not spawned
+    assert results["eval_size"] % 2 == 1
+    assert results["gather_for_metrics_count"] == results["eval_size"] < results["gather_count"]
+    # Accuracy after the smoke training, and the saved model reloaded without Accelerate.
+    assert results["eval_accuracy"] >= 0.90 and results["single_process_eval_accuracy"] >= 0.90
+    assert results["eval_accuracy_reloaded"] == results["eval_accuracy"]
+    assert results["model_files"] == ["model.safetensors"]
+    assert not list(out.glob(".model.*"))  # no temporary checkpoint folders left behind
+    # Script launches: --cpu starts one process whatever --num_processes says; torchrun starts two.
+    assert results["script_accelerate_cpu_processes"] == 1 and results["script_accelerate_cpu_world_size"] == 1
+    assert results["script_launch_processes"] == 2 and results["script_launch_world_size"] == 2
+    assert "def train_accelerate(" in (out / "train_mnist.py").read_text()
+    assert record.wall_s < 60
+
+
+def test_01_full_profile_offline_fails_fast(tmp_path):
+    """profile='full' without the Hub stops in the first step, naming what to do, in seconds."""
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"profile": "full", "output_dir": str(tmp_path)},
+                                   kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    assert info.value.ename == "RuntimeError" and "profile='smoke'" in info.value.evalue
+    assert time.perf_counter() - start < 45
+    assert not (tmp_path / "results.json").exists()

@@ -1,0 +1,56 @@
+"""freegpu.data, freegpu.models and freegpu.checkpoint against oracles."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from accelerate.utils import set_seed
+
+from freegpu.checkpoint import replace_dir
+from freegpu.data import load_mnist
+from freegpu.models import build_mlp
+
+
+def test_smoke_digits_are_real_and_split_by_seed():
+    data = load_mnist("smoke", seed=42)
+    x_train, y_train = data.train.tensors
+    x_eval, y_eval = data.eval.tensors
+    assert len(x_train) + len(x_eval) == 1797 and len(x_eval) == 359  # odd: no batch size > 1 divides it
+    assert x_train.dtype == torch.float32 and y_train.dtype == torch.int64
+    assert x_train.shape[1] == data.num_features == 64 and data.num_classes == 10
+    assert 0.0 == float(x_train.min()) and float(x_train.max()) == 1.0
+    assert set(y_eval.tolist()) == set(range(10))
+    again = load_mnist("smoke", seed=42)
+    assert torch.equal(again.eval.tensors[0], x_eval)
+    other = load_mnist("smoke", seed=1)
+    assert not torch.equal(other.eval.tensors[0], x_eval)
+
+
+def test_profile_must_be_resolved():
+    with pytest.raises(ValueError, match="'auto'"):
+        load_mnist("auto")
+
+
+def test_seeded_models_are_identical():
+    set_seed(0)
+    a = build_mlp(64, 16, 10)
+    set_seed(0)
+    b = build_mlp(64, 16, 10)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert a(torch.zeros(3, 64)).shape == (3, 10)
+
+
+def test_replace_dir_swaps_complete_folders_only(tmp_path):
+    target = tmp_path / "model"
+    with replace_dir(target) as tmp:
+        (tmp / "weights").write_text("v1")
+    assert (target / "weights").read_text() == "v1"
+    with pytest.raises(RuntimeError):
+        with replace_dir(target) as tmp:
+            (tmp / "weights").write_text("half of v2")
+            raise RuntimeError("crash while saving")
+    assert (target / "weights").read_text() == "v1"  # the old checkpoint survived
+    with replace_dir(target) as tmp:
+        (tmp / "weights").write_text("v2")
+    assert (target / "weights").read_text() == "v2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing temporary left
