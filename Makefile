@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine (see README):
 #   make course   create .venv, install the pinned set, run every notebook headless, build build/out/
-#   make test     same set-up, then the tests
+#   make test     same set-up, then the tests: the main lane, then the XLA lane
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +8,13 @@ STAMP := $(VENV)/.installed
 # The tests prove the smoke profile never needs the Hugging Face Hub: any Hub call fails at once.
 OFFLINE := HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-.PHONY: course test lab sync pins clean
+# The XLA lane: torch_xla 2.9.0 pairs with torch 2.9.0 only, so it gets its own environment. Everything else
+# follows constraints.txt; these two pins replace its torch pin (the first install downloads several GB).
+XLA_VENV := .venv-xla
+XLA_PINS := torch==2.9.0 torch_xla==2.9.0
+XLA_STAMP := $(XLA_VENV)/.installed
+
+.PHONY: course test test-main test-xla lab sync pins clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -19,8 +25,21 @@ $(STAMP): pyproject.toml constraints.txt
 course: $(STAMP)
 	$(BIN)/python build/run_course.py
 
-test: $(STAMP)
+test: test-main
+
+test-main: $(STAMP)
 	$(OFFLINE) $(BIN)/python -m pytest
+
+$(XLA_STAMP): pyproject.toml constraints.txt
+	$(PY) -m venv $(XLA_VENV)
+	{ grep -v '^torch==' constraints.txt; printf '%s\n' $(XLA_PINS); } > $(XLA_VENV)/constraints.txt
+	$(XLA_VENV)/bin/python -m pip install --quiet -c $(XLA_VENV)/constraints.txt --upgrade pip
+	$(XLA_VENV)/bin/python -m pip install --quiet -c $(XLA_VENV)/constraints.txt $(XLA_PINS) -e '.[dev]'
+	touch $(XLA_STAMP)
+
+# Notebook 04's TPU half, executed for real by XLA's CPU backend.
+test-xla: $(XLA_STAMP)
+	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -151,3 +152,28 @@ def test_01_full_profile_offline_fails_fast(tmp_path):
     assert info.value.ename == "RuntimeError" and "profile='smoke'" in info.value.evalue
     assert time.perf_counter() - start < 45
     assert not (tmp_path / "results.json").exists()
+
+
+def check_04_loader_half(results, out):
+    """Steps 1-2 of notebook 04, which run the same in both environments."""
+    counts = results["loader_worker_counts"]
+    assert counts[0] == 0 and 2 in counts and counts[-1] == min(4 * os.cpu_count(), 32)
+    throughput = results["loader_throughput"]
+    assert all(throughput[f"num_workers={n}"] > 0 for n in counts)
+    assert results["best_num_workers"] in counts
+    # "4 x cores" workers did not beat the cores they share by much (CPU-bound work, no free cores).
+    assert throughput[f"num_workers={counts[-1]}"] < 1.5 * max(throughput["num_workers=2"], throughput["num_workers=0"])
+    if counts[-1] > os.cpu_count():
+        assert any("suggested max number of worker" in w for w in results["oversubscription_warning"])
+    assert 0 < results["memmap_vs_memory_ratio"] < 10
+    assert (out / "loader_throughput.png").stat().st_size > 10_000
+
+
+def test_04_tpu_data_loaders_without_xla(executed, course_out):
+    record, results = executed("04_tpu_data_loaders")
+    check_04_loader_half(results, course_out / "results" / "04_tpu_data_loaders")
+    if importlib.util.find_spec("torch_xla") is None:
+        assert results["xla_ran"] is False and "torch_xla is not installed" in results["xla_reason"]
+        assert results["compiles_varying_shapes"] is None and results["accelerate_distributed_type"] is None
+        assert any("pin_memory" in w for w in results["pin_memory_warnings"])  # no CUDA: nothing to pin
+    assert record.wall_s < 60

@@ -4,16 +4,19 @@ Importing it is cheap and works on a bare CPU machine: torch, transformers, data
 inside the functions that need them. Modules, by the notebook that introduces them:
 
 - `platform`, `hardware`, `profile`, `results`, `software`: notebook 00 (environment check)
-- `data`, `models`, `checkpoint`: notebook 01 (MNIST migration)
+- `data`, `models`, `checkpoint`, `train`: notebook 01 (MNIST migration); `train` imports torch, so it is
+  imported only when asked for (`from freegpu.train import train_accelerate`)
+- `measure`, `xla`: notebook 04 (feeding the device)
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import checkpoint, data, hardware, models, platform, profile, results, software
+from . import checkpoint, data, hardware, measure, models, platform, profile, results, software, xla
 
 try:
     __version__ = version("freegpu")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checkpoint", "data", "hardware", "models", "platform", "profile", "results", "software", "__version__"]
+__all__ = ["checkpoint", "data", "hardware", "measure", "models", "platform", "profile", "results", "software",
+           "train", "xla", "__version__"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ImageData", "load_mnist"]
+__all__ = ["ImageData", "load_mnist", "CostlyDataset", "write_memmap", "MemmapDataset"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,55 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2) -> Imag
         return ImageData(_tensors(*split["train"]), _tensors(*split["test"]), 28 * 28, 10,
                          "ylecun/mnist from the Hugging Face Hub (28x28)")
     raise ValueError(f"profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' first)")
+
+
+class CostlyDataset:
+    """Wraps a map-style dataset and spends `cost_ms` of CPU time on every sample (notebook 04).
+
+    It stands in for per-sample work such as decoding a JPEG or tokenizing text. It is CPU-bound on purpose:
+    such work only speeds up with DataLoader workers up to the number of free cores. It lives in the package,
+    not in a notebook, so that workers started with `spawn` (macOS, Windows) can import it.
+    """
+
+    def __init__(self, base, cost_ms: float):
+        self.base, self.cost_s = base, cost_ms / 1000
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, index):
+        import time
+
+        end = time.perf_counter() + self.cost_s
+        while time.perf_counter() < end:
+            pass
+        return self.base[index]
+
+
+def write_memmap(path, array: np.ndarray) -> tuple[int, ...]:
+    """Write `array` to `path` as a raw `numpy.memmap` file and return its shape (notebook 04)."""
+    mm = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=array.shape)
+    mm[:] = array
+    mm.flush()
+    return array.shape
+
+
+class MemmapDataset:
+    """Rows of a `.npy` file read through `numpy.memmap`, with labels in memory (notebook 04).
+
+    Only the rows a batch asks for are read from disk, so the file may be larger than RAM. The file is opened
+    lazily in each process, because an open memmap should not be shared across forked DataLoader workers.
+    """
+
+    def __init__(self, path, labels: np.ndarray):
+        self.path, self.labels, self._rows = str(path), labels, None
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index):
+        import torch
+
+        if self._rows is None:
+            self._rows = np.load(self.path, mmap_mode="r")
+        return torch.from_numpy(np.array(self._rows[index])), int(self.labels[index])

@@ -1,0 +1,42 @@
+"""The XLA lane: notebook 04's TPU half executed for real on XLA's CPU backend (`make test-xla`).
+
+It needs torch_xla, which pairs with torch 2.9.0 only and lives in its own environment (.venv-xla). In the main
+environment these tests are skipped; in the XLA lane (FREEGPU_XLA_LANE=1) a missing torch_xla is a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from test_notebooks import check_04_loader_half
+
+IN_LANE = os.environ.get("FREEGPU_XLA_LANE") == "1"
+HAVE_XLA = importlib.util.find_spec("torch_xla") is not None
+
+pytestmark = pytest.mark.skipif(not (IN_LANE or HAVE_XLA),
+                                reason="torch_xla is not installed here; `make test-xla` runs these tests")
+
+
+def test_lane_has_torch_xla():
+    assert HAVE_XLA, "the XLA lane must have torch_xla installed"
+    assert os.environ.get("PJRT_DEVICE") == "CPU"
+
+
+def test_04_on_xla(executed, course_out):
+    record, results = executed("04_tpu_data_loaders")
+    check_04_loader_half(results, course_out / "results" / "04_tpu_data_loaders")
+    assert results["xla_ran"] is True and results["device"] == "xla"
+    assert results["xla_device"].startswith("xla")
+    assert results["lazy_compiles_before_sync"] == 0  # recorded, not run, until torch_xla.sync()
+    assert len(results["xla_deprecations"]) == 2  # xm.xla_device and xm.mark_step
+    varying, fixed = results["compiles_varying_per_step"], results["compiles_fixed_per_step"]
+    assert results["compiles_varying_shapes"] == varying[-1] >= 3
+    assert results["compiles_fixed_shapes"] == fixed[-1] <= 2 and fixed[-1] < varying[-1]
+    assert fixed[1:] == [fixed[1]] * len(fixed[1:])  # no new compile after the second step
+    assert results["item_transfers"] >= 5
+    assert results["accelerate_distributed_type"] == "XLA"
+    assert results["prepared_dataloader_type"] == "MpDeviceLoaderWrapper"
+    assert record.wall_s < 60
