@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml constraints.txt
 course: $(STAMP)
 	$(BIN)/python build/run_course.py
 
-test: test-main
+test: test-main test-xla
 
 test-main: $(STAMP)
 	$(OFFLINE) $(BIN)/python -m pytest
