@@ -91,7 +91,8 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> N
                                        cwd=str(results_dir), progress_bar=False,
                                        execution_timeout=CELL_TIMEOUT_S)
         except Exception as exc:  # a failing notebook is reported, the next one still runs
-            error = f"{type(exc).__name__}: {getattr(exc, 'evalue', None) or exc}".strip()[:2000]
+            kind = getattr(exc, "ename", None) or type(exc).__name__  # the notebook's own exception, if any
+            error = f"{kind}: {getattr(exc, 'evalue', None) or exc}".strip()[:2000]
     wall = round(time.perf_counter() - start, 2)
     results = results_dir / "results.json"
     return NotebookRun(name, "failed" if error else "ok", wall, round(rss.peak / 1024**2, 1),
@@ -147,10 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Execute every notebook and build the course site.")
     parser.add_argument("names", nargs="*", help="notebook names or prefixes (default: all)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"output folder (default: {OUT})")
+    parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help=f"notebook folder (default: {NOTEBOOKS})")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a parameter for every notebook, e.g. -p profile smoke")
     args = parser.parse_args(argv)
-    notebooks = [nb for nb in sorted(NOTEBOOKS.glob("*.ipynb"))
+    notebooks = [nb for nb in sorted(args.notebooks.glob("*.ipynb"))
                  if not args.names or any(nb.stem.startswith(n) for n in args.names)]
     runs = []
     for notebook in notebooks:
