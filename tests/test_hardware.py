@@ -80,3 +80,6 @@ def test_disk_report_with_budget(tmp_path):
     report = hardware.disk_report(tmp_path, budget_bytes=20 * 1000**3)
     assert report["budget_gib"] == 20.0 and report["budget_used_gib"] == 0.005
     assert 0 < report["free_gib"] <= report["total_gib"]
+    (tmp_path / "notebook").mkdir()
+    whole = hardware.disk_report(tmp_path / "notebook", budget_bytes=20 * 1000**3, budget_dir=tmp_path)
+    assert whole["budget_used_gib"] == 0.005 and whole["path"].endswith("notebook")

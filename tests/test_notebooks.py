@@ -103,6 +103,8 @@ def test_course_site_and_summary(executed, course_out):
         assert (course_out / entry["results"]).is_file()
         assert (course_out / "site" / f"{entry['name']}.html").is_file()
         assert f'href="{entry["name"]}.html"' in index.read_text()
+        headline = json.loads((course_out / entry["results"]).read_text())["headline"]
+        assert headline and all(f"<code>{key}</code> = " in index.read_text() for key in headline)
 
 
 def test_01_mnist_migration(executed, course_out):

@@ -53,6 +53,11 @@ def test_run_writes_common_keys(tmp_path):
     assert data["accuracy"] == 0.5 and data["shape"] == [2, 3] and data["path"] == "/x"
     with pytest.raises(ValueError, match="written by Run"):
         run.record(wall_s=1)
+    assert data["headline"] == []
+    with pytest.raises(KeyError, match="loss"):
+        run.highlight("accuracy", "loss")
+    run.highlight("accuracy")
+    assert json.loads(run.save().read_text())["headline"] == ["accuracy"]
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path):

@@ -208,13 +208,16 @@ def pitfalls(hw: HardwareInfo, platform: str) -> list[str]:
     return found
 
 
-def disk_report(path: Path, budget_bytes: int | None = None) -> dict[str, float]:
-    """Free and total disk at `path`; with a budget, also how much of it the folder already uses (notebook 00)."""
+def disk_report(path: Path, budget_bytes: int | None = None, budget_dir: Path | None = None) -> dict[str, float]:
+    """Free and total disk at `path`; with a budget, also how much `budget_dir` (default `path`) already uses.
+
+    On Kaggle the budget is the 20 GB of the whole working folder, not of one notebook's outputs (notebook 00).
+    """
     usage = shutil.disk_usage(path)
     report = {"path": str(path), "free_gib": round(usage.free / 1024**3, 1),
               "total_gib": round(usage.total / 1024**3, 1)}
     if budget_bytes is not None:
-        used = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+        used = sum(f.stat().st_size for f in Path(budget_dir or path).rglob("*") if f.is_file())
         report["budget_gib"] = round(budget_bytes / 1000**3, 1)
         report["budget_used_gib"] = round(used / 1000**3, 3)
     return report

@@ -22,7 +22,7 @@ from typing import Any
 __all__ = ["Run", "start_run", "library_versions", "write_json_atomic", "markdown_table"]
 
 LIBRARIES = ("torch", "accelerate", "transformers", "datasets", "torch_xla", "numpy", "freegpu")
-COMMON_KEYS = ("notebook", "profile", "platform", "device", "versions", "started_at", "wall_s")
+COMMON_KEYS = ("notebook", "profile", "platform", "device", "versions", "started_at", "wall_s", "headline")
 
 
 def library_versions() -> dict[str, str | None]:
@@ -88,6 +88,7 @@ class Run:
     device: str
     output_dir: Path
     values: dict[str, Any] = field(default_factory=dict)
+    headline: list[str] = field(default_factory=list)
     _t0: float = field(default_factory=time.perf_counter, repr=False)
     _started: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -98,10 +99,17 @@ class Run:
             raise ValueError(f"{sorted(clash)} are written by Run itself; pick other names")
         self.values.update(values)
 
+    def highlight(self, *keys: str) -> None:
+        """Name the recorded values the course site shows for this notebook (all are saved either way)."""
+        missing = [key for key in keys if key not in self.values]
+        if missing:
+            raise KeyError(f"record {missing} before highlighting them")
+        self.headline = list(keys)
+
     def as_dict(self) -> dict[str, Any]:
         common = {"notebook": self.notebook, "profile": self.profile, "platform": self.platform,
                   "device": self.device, "versions": library_versions(), "started_at": self._started,
-                  "wall_s": round(time.perf_counter() - self._t0, 2)}
+                  "wall_s": round(time.perf_counter() - self._t0, 2), "headline": self.headline}
         return {**common, **self.values}
 
     def save(self) -> Path:
