@@ -24,11 +24,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from freegpu.results import COMMON_KEYS, format_value
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 OUT = ROOT / "build" / "out"
 CELL_TIMEOUT_S = 900
-COMMON_KEYS = {"notebook", "profile", "platform", "device", "versions", "started_at", "wall_s", "headline"}
 
 
 @dataclass
@@ -99,16 +100,6 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> N
                        str(results.relative_to(out_root)) if results.exists() else None, error)
 
 
-def _short(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}: {_short(v)}" for k, v in value.items())
-    if isinstance(value, list):
-        return ", ".join(_short(v) for v in value)
-    return str(value)
-
-
 def _key_results(out_root: Path, run: NotebookRun, fallback: int = 8) -> str:
     """The values the notebook highlighted (`Run.highlight`), else its first few scalars."""
     if not run.results:
@@ -116,7 +107,7 @@ def _key_results(out_root: Path, run: NotebookRun, fallback: int = 8) -> str:
     values = json.loads((out_root / run.results).read_text())
     keys = values.get("headline") or [k for k, v in values.items()
                                       if k not in COMMON_KEYS and isinstance(v, (int, float, bool))][:fallback]
-    return "<br>".join(f"<code>{html.escape(k)}</code> = {html.escape(_short(values[k]))}" for k in keys)
+    return "<br>".join(f"<code>{html.escape(k)}</code> = {html.escape(format_value(values[k]))}" for k in keys)
 
 
 def build_site(out_root: Path, runs: list[NotebookRun]) -> Path:

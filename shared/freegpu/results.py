@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Run", "start_run", "library_versions", "write_json_atomic", "markdown_table"]
+__all__ = ["COMMON_KEYS", "Run", "start_run", "library_versions", "write_json_atomic", "format_value",
+           "show_table"]
 
 LIBRARIES = ("torch", "accelerate", "transformers", "datasets", "torch_xla", "numpy", "freegpu")
 COMMON_KEYS = ("notebook", "profile", "platform", "device", "versions", "started_at", "wall_s", "headline")
@@ -62,20 +63,33 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-def _cell(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A measured value as short text: floats to 4 significant digits, dicts and lists on one line."""
     if isinstance(value, float):
         return "nan" if math.isnan(value) else f"{value:.4g}"
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_cell(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {format_value(v)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):
-        return ", ".join(_cell(v) for v in value)
-    return str(value).replace("|", "\\|").replace("\n", " ")
+        return ", ".join(format_value(v) for v in value)
+    return str(value)
 
 
 def markdown_table(values: dict[str, Any]) -> str:
     """A two-column markdown table (`measure`, `value`) of `values`."""
-    rows = "\n".join(f"| `{key}` | {_cell(value)} |" for key, value in values.items())
+    cells = {key: format_value(value).replace("|", "\\|").replace("\n", " ") for key, value in values.items()}
+    rows = "\n".join(f"| `{key}` | {cell} |" for key, cell in cells.items())
     return f"| measure | value |\n|---|---|\n{rows}"
+
+
+def show_table(values: dict[str, Any]) -> None:
+    """Display `values` as a markdown table: rendered in Jupyter, the same text in logs and outside IPython."""
+    table = markdown_table(values) if values else "(nothing to show)"
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(table)
+        return
+    display({"text/markdown": table, "text/plain": table}, raw=True)
 
 
 @dataclass
@@ -118,13 +132,7 @@ class Run:
 
     def show(self) -> None:
         """Display the measured values as a table (rendered in Jupyter, plain text in logs)."""
-        table = markdown_table(self.values)
-        try:
-            from IPython.display import display
-
-            display({"text/markdown": table, "text/plain": table}, raw=True)
-        except ImportError:
-            print(table)
+        show_table(self.values)
 
 
 def start_run(notebook: str, profile: str, platform: str, device: str, output_dir: Path) -> Run:
