@@ -39,7 +39,7 @@ def test_cpu_recommendation_and_traps():
     assert (hw.device_kind, rec.mixed_precision, rec.num_processes) == ("cpu", "no", 1)
     assert rec.num_workers == max(0, hw.logical_cpus - 1)
     traps = " ".join(hardware.pitfalls(hw, "headless"))
-    assert "fp16" in traps and "cpu=True" in traps
+    assert "fp16" in traps and "cpu=True" in traps and "set_num_threads(1)" in traps
 
 
 def test_kaggle_t4_x2_without_nvlink():

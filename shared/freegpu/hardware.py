@@ -188,6 +188,9 @@ def pitfalls(hw: HardwareInfo, platform: str) -> list[str]:
                      "and accelerator.mixed_precision still says 'fp16' (notebook 02).")
         found.append("`accelerate launch --cpu --num_processes 2` starts ONE process, and notebook_launcher "
                      "forks independent runs unless the Accelerator is created with cpu=True (notebook 01).")
+        found.append("notebook_launcher forks this process: once torch has run multi-threaded CPU ops here, a "
+                     "child that runs them too hangs without an error; start the function with "
+                     "torch.set_num_threads(1) (notebook 01).")
     cuda = tuple(int(x) for x in hw.torch_cuda.split(".")[:2]) if hw.torch_cuda else None
     for gpu in {g.name: g for g in hw.gpus}.values():
         if gpu.compute_capability < (7, 0) and cuda and cuda >= (12, 8):
