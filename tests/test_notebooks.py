@@ -168,6 +168,8 @@ def check_04_loader_half(results, out):
     if counts[-1] > os.cpu_count():
         assert any("suggested max number of worker" in w for w in results["oversubscription_warning"])
     assert 0 < results["memmap_vs_memory_ratio"] < 10
+    assert results["memmap_locations"]["Kaggle"] == {"scratch": "/kaggle/temp", "inputs": "/kaggle/input",
+                                                     "saved outputs": "/kaggle/working"}
     assert (out / "loader_throughput.png").stat().st_size > 10_000
 
 
