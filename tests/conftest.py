@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -43,16 +42,10 @@ def executed(course_out):
 
     def run(name: str):
         if name not in cache:
-            saved = {k: os.environ.get(k) for k in PLANTED_SECRETS}
-            os.environ.update(PLANTED_SECRETS)
-            try:
+            with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
+                for key, value in PLANTED_SECRETS.items():
+                    patch.setenv(key, value)
                 record = runner.execute(NOTEBOOK_DIR / f"{name}.ipynb", course_out, {"profile": "smoke"})
-            finally:
-                for key, value in saved.items():
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = value
             assert record.status == "ok", f"{name} failed: {record.error}"
             results = json.loads((course_out / record.results).read_text())
             cache[name] = (record, results)

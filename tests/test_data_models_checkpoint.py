@@ -54,3 +54,15 @@ def test_replace_dir_swaps_complete_folders_only(tmp_path):
         (tmp / "weights").write_text("v2")
     assert (target / "weights").read_text() == "v2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing temporary left
+
+
+def test_begin_resolves_profile_and_output_dir(tmp_path, monkeypatch):
+    from freegpu import notebook
+
+    monkeypatch.setattr(notebook, "has_internet", lambda: False)
+    info, hw, resolved, reason, out = notebook.begin("01_mnist_migration", "smoke", str(tmp_path / "o"))
+    assert resolved == "smoke" and reason and out == tmp_path / "o" and out.is_dir()
+    assert hw.logical_cpus >= 1 and info.name
+    with pytest.raises(RuntimeError, match="profile='smoke'"):
+        notebook.begin("01_mnist_migration", "full", str(tmp_path / "full"))
+    assert not (tmp_path / "full").exists()  # failed before creating anything

@@ -7,16 +7,17 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `data`, `models`, `checkpoint`, `train`: notebook 01 (MNIST migration); `train` imports torch, so it is
   imported only when asked for (`from freegpu.train import train_accelerate`)
 - `measure`, `xla`: notebook 04 (feeding the device)
+- `notebook`: the opening of notebooks 01-06 (what notebook 00 does step by step)
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import checkpoint, data, hardware, measure, models, platform, profile, results, software, xla
+from . import checkpoint, data, hardware, measure, models, notebook, platform, profile, results, software, xla
 
 try:
     __version__ = version("freegpu")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checkpoint", "data", "hardware", "measure", "models", "platform", "profile", "results", "software",
-           "train", "xla", "__version__"]
+__all__ = ["checkpoint", "data", "hardware", "measure", "models", "notebook", "platform", "profile", "results",
+           "software", "train", "xla", "__version__"]

@@ -5,6 +5,7 @@ Introduced in notebook 01 (MNIST migration).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,8 +81,6 @@ class CostlyDataset:
         return len(self.base)
 
     def __getitem__(self, index):
-        import time
-
         end = time.perf_counter() + self.cost_s
         while time.perf_counter() < end:
             pass

@@ -1,0 +1,37 @@
+"""The opening every notebook after 00 shares: platform, hardware, profile and output folder in one call.
+
+Notebook 00 takes these steps one by one; notebooks 01-06 call `begin` and teach their own subject.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from .hardware import HardwareInfo, detect_hardware
+from .platform import PlatformInfo, detect_platform, has_internet, resolve_output_dir
+from .profile import require_hub, resolve_profile
+
+__all__ = ["Setup", "begin"]
+
+
+class Setup(NamedTuple):
+    """What `begin` found; unpack it as `info, hw, resolved_profile, profile_reason, out = begin(...)`."""
+
+    info: PlatformInfo
+    hw: HardwareInfo
+    profile: str
+    profile_reason: str
+    output_dir: Path
+
+
+def begin(notebook: str, profile: str, output_dir: str) -> Setup:
+    """Detect platform and hardware, resolve `profile`, create the output folder.
+
+    A `full` profile that cannot reach the Hugging Face Hub fails here, before any download starts.
+    """
+    info, hw = detect_platform(), detect_hardware()
+    resolved, reason = resolve_profile(profile, hw.device_kind)
+    if resolved == "full":
+        require_hub(resolved, has_internet())
+    return Setup(info, hw, resolved, reason, resolve_output_dir(output_dir, notebook, info))
