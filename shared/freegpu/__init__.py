@@ -3,8 +3,8 @@
 Importing it is cheap and works on a bare CPU machine: torch, transformers, datasets and torch_xla are imported
 inside the functions that need them. Modules, by the notebook that introduces them:
 
-- `platform`, `hardware`, `profile`, `results`, `software`: notebook 00 (environment check)
-- `data`, `models`, `checkpoint`, `train`: notebook 01 (MNIST migration); `train` imports torch, so it is
+- `platform`, `hardware`, `profile`, `checks`, `results`, `software`: notebook 00 (environment check)
+- `data`, `models`, `checkpoint`, `train`, `launch`: notebook 01 (MNIST migration); `train` imports torch, so it is
   imported only when asked for (`from freegpu.train import train_accelerate`)
 - `measure`, `xla`: notebook 04 (feeding the device)
 - `notebook`: the opening of notebooks 01-06 (what notebook 00 does step by step)
@@ -12,12 +12,13 @@ inside the functions that need them. Modules, by the notebook that introduces th
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import checkpoint, data, hardware, measure, models, notebook, platform, profile, results, software, xla
+from . import (checkpoint, checks, data, hardware, launch, measure, models, notebook, platform, profile, results,
+               software, xla)
 
 try:
     __version__ = version("freegpu")
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checkpoint", "data", "hardware", "measure", "models", "notebook", "platform", "profile", "results",
-           "software", "train", "xla", "__version__"]
+__all__ = ["checkpoint", "checks", "data", "hardware", "launch", "measure", "models", "notebook", "platform",
+           "profile", "results", "software", "train", "xla", "__version__"]

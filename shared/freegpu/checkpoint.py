@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from .results import umask_mode
+
 __all__ = ["replace_dir"]
 
 
@@ -24,6 +26,7 @@ def replace_dir(target: Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    os.chmod(tmp, umask_mode(0o777))  # mkdtemp makes it 0700; the saved model is for others to read too
     try:
         yield tmp
     except BaseException:

@@ -20,6 +20,7 @@ __all__ = [
     "platform_dirs",
     "resolve_output_dir",
     "has_internet",
+    "read_only_input",
 ]
 
 # /kaggle/working is what a Kaggle "Save Version" keeps; Kaggle caps it at 20 GB.
@@ -150,6 +151,12 @@ def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None
         path = platform_dirs(info or detect_platform()).working_dir / notebook
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
+
+
+def read_only_input(path: Path) -> Path | None:
+    """The read-only platform folder that `path` lies in (Kaggle's `/kaggle/input`), or `None`."""
+    path = Path(path).absolute()
+    return _KAGGLE_INPUT if path == _KAGGLE_INPUT or _KAGGLE_INPUT in path.parents else None
 
 
 def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float = 2.0) -> bool:

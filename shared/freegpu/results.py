@@ -13,17 +13,20 @@ import json
 import math
 import os
 import platform as _pyplatform
+import shutil
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMMON_KEYS", "Run", "start_run", "library_versions", "write_json_atomic", "format_value",
+__all__ = ["COMMON_KEYS", "Run", "start_run", "library_versions", "write_json_atomic", "umask_mode", "format_value",
            "show_table"]
 
 LIBRARIES = ("torch", "accelerate", "transformers", "datasets", "torch_xla", "numpy", "freegpu")
-COMMON_KEYS = ("notebook", "profile", "platform", "device", "versions", "started_at", "wall_s", "headline")
+COMMON_KEYS = ("notebook", "profile", "platform", "device", "versions", "parameters", "started_at", "wall_s",
+               "headline")
 
 
 def library_versions() -> dict[str, str | None]:
@@ -47,6 +50,13 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} to results.json")
 
 
+def umask_mode(mode: int = 0o666) -> int:
+    """`mode` less this process's umask: what `open()` would give a new file (`mkstemp` gives 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mode & ~mask
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:
     """Write JSON to a temp file beside `path`, then rename it over `path`: readers never see half a file."""
     path = Path(path)
@@ -56,6 +66,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2, default=_jsonable, allow_nan=False)
             f.write("\n")
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -101,6 +112,7 @@ class Run:
     platform: str
     device: str
     output_dir: Path
+    parameters: dict[str, Any] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
     headline: list[str] = field(default_factory=list)
     _t0: float = field(default_factory=time.perf_counter, repr=False)
@@ -122,19 +134,53 @@ class Run:
 
     def as_dict(self) -> dict[str, Any]:
         common = {"notebook": self.notebook, "profile": self.profile, "platform": self.platform,
-                  "device": self.device, "versions": library_versions(), "started_at": self._started,
+                  "device": self.device, "versions": library_versions(), "parameters": self.parameters,
+                  "started_at": self._started,
                   "wall_s": round(time.perf_counter() - self._t0, 2), "headline": self.headline}
         return {**common, **self.values}
 
     def save(self) -> Path:
-        """Write `results.json` into `output_dir` (atomically) and return its path."""
-        return write_json_atomic(self.output_dir / "results.json", self.as_dict())
+        """Write `results.json` into `output_dir` (atomically), then mark the run complete; return the path.
+
+        `results.json` is the last file a run writes: a folder whose marker still says "running" was left by a run
+        that died, and the next `start_run` clears it.
+        """
+        path = write_json_atomic(self.output_dir / "results.json", self.as_dict())
+        _write_marker(self.output_dir, self.notebook, "complete", self._started)
+        return path
 
     def show(self) -> None:
         """Display the measured values as a table (rendered in Jupyter, plain text in logs)."""
         show_table(self.values)
 
 
-def start_run(notebook: str, profile: str, platform: str, device: str, output_dir: Path) -> Run:
-    """Start the clock for a notebook run; its `wall_s` counts from here (introduced in notebook 00)."""
-    return Run(notebook=notebook, profile=profile, platform=platform, device=device, output_dir=Path(output_dir))
+def _write_marker(folder: Path, notebook: str, state: str, started_at: str) -> None:
+    from .checks import RUN_MARKER
+
+    write_json_atomic(Path(folder) / RUN_MARKER, {"notebook": notebook, "state": state, "pid": os.getpid(),
+                                                 "host": socket.gethostname(), "started_at": started_at})
+
+
+def start_run(notebook: str, profile: str, platform: str, device: str, output_dir: Path,
+              parameters: dict[str, Any] | None = None) -> Run:
+    """Claim `output_dir` for this run and start the clock; `wall_s` counts from here (introduced in notebook 00).
+
+    `output_dir` must have passed `freegpu.checks.check_output_dir`. What an earlier run of this notebook left there
+    is deleted, and the folder is marked "running" until `Run.save()` writes `results.json`: a folder never mixes
+    two runs. `parameters` (the notebook's parameters cell) are saved with the results.
+    """
+    from .checks import RUN_MARKER, read_marker
+
+    output_dir = Path(output_dir)
+    marker = read_marker(output_dir)
+    if marker is not None and marker.get("notebook") != notebook:
+        raise ValueError(f"{output_dir} belongs to notebook {marker.get('notebook')!r}; check_output_dir refuses it")
+    if marker is None and any(output_dir.iterdir()):
+        raise ValueError(f"{output_dir} holds files that no course run wrote; check_output_dir refuses it")
+    run = Run(notebook=notebook, profile=profile, platform=platform, device=device, output_dir=output_dir,
+              parameters=dict(parameters or {}))
+    _write_marker(output_dir, notebook, "running", run._started)
+    for entry in output_dir.iterdir():  # the previous run of this notebook, complete or killed
+        if entry.name != RUN_MARKER:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    return run
