@@ -65,7 +65,7 @@ class PeakRss:
             self.peak = max(self.peak, total)
             self._stop.wait(self._interval)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 

@@ -81,7 +81,8 @@ def synced(nb, name: str, settings: dict):
     """A copy of `nb` with generated badges and setup cell, no outputs, and only the metadata we keep."""
     nb = copy.deepcopy(nb)
     nb.metadata = nbformat.from_dict(NB_METADATA)
-    generated = {"badges": ("markdown", badges_source(name, settings)), "setup": ("code", setup_source(name, settings))}
+    generated = {"badges": ("markdown", badges_source(name, settings)),
+                 "setup": ("code", setup_source(name, settings))}
     for tag, (kind, source) in generated.items():
         cell = _tagged(nb, tag)
         if cell is None:

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import nbformat
-
 from conftest import ROOT, load_build_script
 
 

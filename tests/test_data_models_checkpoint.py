@@ -36,7 +36,7 @@ def test_seeded_models_are_identical():
     a = build_mlp(64, 16, 10)
     set_seed(0)
     b = build_mlp(64, 16, 10)
-    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
     assert a(torch.zeros(3, 64)).shape == (3, 10)
 
 

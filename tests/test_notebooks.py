@@ -11,7 +11,6 @@ import sys
 import papermill
 import pytest
 from accelerate.commands.config.config_args import load_config_from_file
-
 from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, PLANTED_SECRETS, load_build_script
 
 pytestmark = pytest.mark.notebook

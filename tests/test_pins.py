@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 import tomllib
 
+from conftest import ROOT
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
-from conftest import ROOT
 
 
 def pins() -> dict[str, Version]:

@@ -10,11 +10,11 @@ import json
 import re
 
 import nbformat
-import pytest
 import papermill
+import pytest
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT, load_build_script
 
 import freegpu
-from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT, load_build_script
 
 COURSE = ["00_environment_check", "01_mnist_migration", "02_mixed_precision", "03_memory_tricks",
           "04_tpu_data_loaders", "05_bert_finetune", "06_kaggle_commit_workflow"]

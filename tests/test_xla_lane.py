@@ -10,7 +10,6 @@ import importlib.util
 import os
 
 import pytest
-
 from test_notebooks import check_04_loader_half
 
 IN_LANE = os.environ.get("FREEGPU_XLA_LANE") == "1"

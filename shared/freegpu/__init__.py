@@ -12,8 +12,21 @@ inside the functions that need them. Modules, by the notebook that introduces th
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import (checkpoint, checks, data, hardware, launch, measure, models, notebook, platform, profile, results,
-               software, xla)
+from . import (
+    checkpoint,
+    checks,
+    data,
+    hardware,
+    launch,
+    measure,
+    models,
+    notebook,
+    platform,
+    profile,
+    results,
+    software,
+    xla,
+)
 
 try:
     __version__ = version("freegpu")

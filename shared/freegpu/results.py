@@ -116,7 +116,7 @@ class Run:
     values: dict[str, Any] = field(default_factory=dict)
     headline: list[str] = field(default_factory=list)
     _t0: float = field(default_factory=time.perf_counter, repr=False)
-    _started: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    _started: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
 
     def record(self, **values: Any) -> None:
         """Add measured values (numbers, strings, lists, dicts); later calls overwrite earlier keys."""
