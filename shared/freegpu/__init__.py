@@ -6,7 +6,8 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `platform`, `hardware`, `profile`, `checks`, `results`, `software`: notebook 00 (environment check)
 - `data`, `models`, `checkpoint`, `train`, `launch`: notebook 01 (MNIST migration); `train` imports torch, so it is
   imported only when asked for (`from freegpu.train import train_accelerate`)
-- `measure`, `xla`: notebook 04 (feeding the device)
+- `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
+- `precision`: notebook 02 (mixed precision)
 - `notebook`: the opening of notebooks 01-06 (what notebook 00 does step by step)
 """
 
@@ -22,6 +23,7 @@ from . import (
     models,
     notebook,
     platform,
+    precision,
     profile,
     results,
     software,
@@ -34,4 +36,4 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0+unknown"
 
 __all__ = ["checkpoint", "checks", "data", "hardware", "launch", "measure", "models", "notebook", "platform",
-           "profile", "results", "software", "train", "xla", "__version__"]
+           "precision", "profile", "results", "software", "train", "xla", "__version__"]

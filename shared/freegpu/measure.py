@@ -1,11 +1,85 @@
-"""Measure what a DataLoader delivers. Introduced in notebook 04 (feeding the device)."""
+"""Measure what the notebooks claim: repeated timings with their spread, bytes saved for backward, loader speed.
+
+`interleaved_timings` and `spread`: notebook 01 (what Accelerate costs per step), reused by 02-05.
+`SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`: notebook 04.
+"""
 
 from __future__ import annotations
 
+import statistics
 import time
 import warnings
+from collections.abc import Callable
 
-__all__ = ["loader_throughput"]
+__all__ = ["interleaved_timings", "spread", "SavedTensors", "loader_throughput"]
+
+
+def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5,
+                        warmup: int = 1) -> dict[str, list[float]]:
+    """Seconds per call of each candidate, alternating them `warmup + repeats` times; warm-up calls are dropped.
+
+    Alternating means every candidate sees the same machine load (another notebook, a browser, a noisy
+    neighbour), so their ratio is fair even when the absolute times drift.
+    """
+    times: dict[str, list[float]] = {name: [] for name in candidates}
+    for trial in range(warmup + repeats):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - start
+            if trial >= warmup:
+                times[name].append(elapsed)
+    return times
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median, min and max of repeated measurements: report all three, never one lucky run."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+class SavedTensors:
+    """Count the bytes autograd saves for the backward pass inside a `with` block (any device).
+
+    Uses `torch.autograd.graph.saved_tensors_hooks`: every tensor an op keeps for its gradient passes through
+    `pack`. A storage saved by several ops counts once. Parameters (leaf tensors that require grad, and views of
+    them) are counted apart: they exist anyway, so they are not activation memory; the fp16/bf16 copies that
+    autocast makes of them are.
+
+        with SavedTensors() as saved:
+            loss = model(x).sum()
+        saved.activation_bytes, saved.by_dtype
+    """
+
+    def __init__(self):
+        self.activation_bytes = 0
+        self.parameter_bytes = 0
+        self.by_dtype: dict[str, int] = {}
+        self._seen: set[tuple[int, int]] = set()
+        self._hooks = None
+
+    def _pack(self, tensor):
+        storage = tensor.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes())
+        if key not in self._seen:
+            self._seen.add(key)
+            base = tensor if tensor._base is None else tensor._base  # a weight's transpose is a view of it
+            if base.is_leaf and base.requires_grad:
+                self.parameter_bytes += storage.nbytes()
+            else:
+                self.activation_bytes += storage.nbytes()
+                name = str(tensor.dtype).removeprefix("torch.")
+                self.by_dtype[name] = self.by_dtype.get(name, 0) + storage.nbytes()
+        return tensor
+
+    def __enter__(self) -> SavedTensors:
+        import torch
+
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
 
 
 def loader_throughput(dataset, epochs: int = 1, **loader_kwargs) -> dict:

@@ -1,0 +1,51 @@
+"""Pick the mixed-precision mode the hardware really runs, and warn about a request that would do nothing.
+
+Introduced in notebook 02 (mixed precision); notebooks 03 and 05 call it to set `Accelerator(mixed_precision=...)`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .checks import check_choice
+from .hardware import HardwareInfo, recommend
+
+__all__ = ["MODES", "Precision", "pick_mixed_precision"]
+
+MODES = ("auto", "no", "fp16", "bf16")
+
+
+class Precision(NamedTuple):
+    """What to pass to `Accelerator(mixed_precision=...)`, why, and a warning when the request was changed."""
+
+    mode: str
+    reason: str
+    warning: str | None
+
+
+def pick_mixed_precision(hw: HardwareInfo, requested: str = "auto") -> Precision:
+    """`requested` if this hardware gains from it, else the mode that works here, with the reason.
+
+    `auto` follows `freegpu.hardware.recommend`. An explicit `fp16` on a CPU is turned into `no` with a warning:
+    Accelerate would accept it, report "fp16", and run everything in fp32 (no autocast, no GradScaler). `fp16` on
+    a TPU is refused by Accelerate itself, so it becomes `bf16`. bf16 on a GPU without bf16 tensor cores (T4,
+    P100) runs, emulated and slow; it is kept, with a warning.
+    """
+    check_choice("mixed_precision", requested, MODES)
+    rec = recommend(hw)
+    if requested == "auto":
+        return Precision(rec.mixed_precision, rec.reasons["mixed_precision"], None)
+    kind = hw.device_kind
+    if requested == "fp16" and kind == "cpu":
+        return Precision("no", rec.reasons["mixed_precision"],
+                         "mixed_precision='fp16' does nothing on a CPU (no autocast, no GradScaler, yet "
+                         "accelerator.mixed_precision says 'fp16'); using 'no'. Try 'bf16' to see CPU autocast.")
+    if requested == "fp16" and kind == "tpu":
+        return Precision("bf16", rec.reasons["mixed_precision"],
+                         "Accelerate refuses fp16 on XLA devices; TPUs compute in bf16, so using 'bf16'.")
+    if requested == "bf16" and kind == "cuda" and not all(g.bf16_tensor_cores for g in hw.gpus):
+        names = ", ".join(sorted({g.name for g in hw.gpus}))
+        return Precision("bf16", f"bf16 was asked for on {names}",
+                         f"{names} has no bf16 tensor cores: bf16 runs emulated, often slower than fp32; "
+                         "use 'fp16' here.")
+    return Precision(requested, f"mixed_precision={requested!r} was asked for", None)
