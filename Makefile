@@ -19,7 +19,7 @@ XLA_STAMP := $(XLA_VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[nlp,dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[hub,nlp,smoke-bert,dev]'
 	touch $(STAMP)
 
 course: $(STAMP)

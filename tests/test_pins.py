@@ -44,11 +44,13 @@ def test_installers_follow_the_constraints():
     assert installs and all("-c constraints.txt" in line or "-c $(XLA_VENV)/constraints.txt" in line
                             for line in installs)
     # The XLA lane's file is constraints.txt with its torch pin replaced by the pair torch_xla needs.
-    assert "{ grep -v '^torch==' constraints.txt; printf '%s\\n' $(XLA_PINS); } > $(XLA_VENV)/constraints.txt" in makefile
+    xla_constraints = ("{ grep -v '^torch==' constraints.txt; printf '%s\\n' $(XLA_PINS); }"
+                       " > $(XLA_VENV)/constraints.txt")
+    assert xla_constraints in makefile
     assert re.search(r"^XLA_PINS := torch==2\.9\.0 torch_xla==2\.9\.0$", makefile, re.M)
     assert re.search(r"^test: test-main test-xla$", makefile, re.M)
     env = (ROOT / "environment.yml").read_text()
-    assert "- -c constraints.txt" in env and "- -e .[nlp,dev]" in env
+    assert "- -c constraints.txt" in env and "- -e .[hub,nlp,smoke-bert,dev]" in env
     assert "make test" in (ROOT / ".ci" / "run").read_text()
 
 
