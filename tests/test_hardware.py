@@ -37,9 +37,15 @@ def test_cpu_recommendation_and_traps():
     hw = box(cuda=None)
     rec = hardware.recommend(hw)
     assert (hw.device_kind, rec.mixed_precision, rec.num_processes) == ("cpu", "no", 1)
-    assert rec.num_workers == max(0, hw.logical_cpus - 1)
+    assert (rec.num_workers, rec.reasons["num_workers"]) == hardware.dataloader_workers(hw.logical_cpus, 1)
     traps = " ".join(hardware.pitfalls(hw, "headless"))
     assert "fp16" in traps and "cpu=True" in traps and "set_num_threads(1)" in traps
+
+
+@pytest.mark.parametrize("cpus, procs, workers", [(2, 1, 0), (4, 2, 0), (4, 1, 3), (3, 1, 2), (8, 2, 3), (1, 1, 0)])
+def test_dataloader_workers_rule(cpus, procs, workers):
+    found, why = hardware.dataloader_workers(cpus, procs)
+    assert found == workers and f"{cpus} CPUs / {procs} process(es)" in why
 
 
 def test_kaggle_t4_x2_without_nvlink():

@@ -24,6 +24,7 @@ __all__ = [
     "Recommendation",
     "detect_hardware",
     "recommend",
+    "dataloader_workers",
     "pitfalls",
     "disk_report",
 ]
@@ -152,6 +153,24 @@ def detect_hardware(environ: dict[str, str] | None = None, nvidia_smi: str | Non
     )
 
 
+def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, str]:
+    """DataLoader workers per training process for CPU-heavy loading, and why (00 recommends it, 04 measures it).
+
+    Each training process keeps one core for its own loop; the rest are split between processes. Workers pay off
+    only when at least two cores are left for them: a single worker does the loading on another core, but it also
+    pickles every batch back to the loop, and on a 2-4 vCPU notebook that core is shared with the loop's own
+    threads (notebook 04 measures it). The articles' "4 x cores" starts processes that only queue for the same cores.
+    """
+    per_process = max(1, logical_cpus // max(1, num_processes))
+    spare = per_process - 1
+    workers = spare if spare >= 2 else 0
+    why = (f"{logical_cpus} CPUs / {num_processes} process(es) = {per_process} per process, one kept for the "
+           f"training loop: {spare} spare")
+    if workers:
+        return workers, f"{why}, so {workers} DataLoader workers per process."
+    return 0, f"{why}, fewer than 2, so num_workers=0 (load in the loop; a lone worker adds copies, not cores)."
+
+
 def recommend(hw: HardwareInfo) -> Recommendation:
     """Mixed precision, number of processes and DataLoader workers for this hardware, with reasons (notebook 00)."""
     reasons = {}
@@ -173,9 +192,7 @@ def recommend(hw: HardwareInfo) -> Recommendation:
         precision, procs = "no", 1
         reasons["mixed_precision"] = "CPU: Accelerate's fp16 does nothing here, and bf16 autocast is rarely faster."
         reasons["num_processes"] = "one process: several CPU processes share the same cores."
-    workers = max(0, hw.logical_cpus // procs - 1)
-    reasons["num_workers"] = (f"{hw.logical_cpus} CPUs / {procs} process(es), minus one core for the training "
-                              f"loop itself: {workers} DataLoader worker(s) per process.")
+    workers, reasons["num_workers"] = dataloader_workers(hw.logical_cpus, procs)
     return Recommendation(precision, procs, workers, reasons)
 
 

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["free_port", "die_with_parent", "launched", "run_launch", "LaunchError"]
+__all__ = ["free_port", "die_with_parent", "launched", "run_launch", "LaunchError", "LauncherBranch",
+           "launcher_branch", "read_reports"]
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _GRACE_S = 3.0
@@ -149,3 +152,63 @@ def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = N
         raise LaunchError(f"{' '.join(map(str, cmd))} exited with status {proc.returncode} after "
                           f"{time.monotonic() - start:.1f} s; end of its stderr:\n{stderr[-3000:]}")
     return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
+
+
+@dataclass(frozen=True)
+class LauncherBranch:
+    """The branch `accelerate.notebook_launcher` (1.16) takes on this machine, found before launching."""
+
+    name: str  # "tpu" | "colab_in_process" | "multi_gpu" | "multi_cpu" | "single_process"
+    processes: int  # how many processes will run the function (0: one per TPU chip, chosen by torch_xla)
+    in_process: bool  # the function runs in the notebook's own process: no fork, nothing distributed
+    description: str  # what will happen, in one sentence for the notebook to print
+
+
+def _ipython_shell() -> str:
+    ipython = sys.modules.get("IPython")
+    return str(ipython.get_ipython()) if ipython is not None else ""
+
+
+def launcher_branch(num_processes: int, gpu_count: int, environ: Mapping[str, str] | None = None,
+                    shell: str | None = None) -> LauncherBranch:
+    """Which of its branches `notebook_launcher(fn, num_processes=...)` will take, decided as Accelerate 1.16 does.
+
+    `gpu_count` comes from `nvidia-smi` (`len(detect_hardware().gpus)`), so asking never touches CUDA. `environ` and
+    `shell` (the text of `get_ipython()`) default to this process's; pass them to see another platform's branch.
+    Introduced in notebook 01.
+    """
+    env = os.environ if environ is None else environ
+    shell = _ipython_shell() if shell is None else shell
+    in_kaggle = any(key.startswith("KAGGLE") for key in env)  # any variable at all: the launcher's own test
+    in_colab = not in_kaggle and "google.colab" in shell
+    if (in_colab or in_kaggle) and (env.get("TPU_NAME") is not None or env.get("PJRT_DEVICE", "") == "TPU"):
+        return LauncherBranch("tpu", 0, False, "TPU: xmp.spawn forks one process per TPU chip and ignores "
+                              "num_processes; each one must create its own Accelerator.")
+    if in_colab and gpu_count < 2:
+        device = "one GPU" if gpu_count else "the CPU"
+        return LauncherBranch("colab_in_process", 1, True, f"Colab with {device}: notebook_launcher ignores "
+                              f"num_processes={num_processes} and calls the function once, in this notebook's own "
+                              "process; nothing is forked and nothing is distributed.")
+    if num_processes > 1 and gpu_count > 0:
+        return LauncherBranch("multi_gpu", num_processes, False, f"{gpu_count} GPU(s): notebook_launcher forks "
+                              f"{num_processes} processes, one per GPU, and they join with NCCL (MULTI_GPU), "
+                              "provided this notebook has not touched CUDA before the launch.")
+    if num_processes > 1:
+        return LauncherBranch("multi_cpu", num_processes, False, f"no GPU: notebook_launcher forks {num_processes} "
+                              "CPU processes; they join with gloo (MULTI_CPU) only if each creates "
+                              "Accelerator(cpu=True).")
+    return LauncherBranch("single_process", 1, True, "num_processes=1: notebook_launcher calls the function once, "
+                          "in this notebook's own process.")
+
+
+def read_reports(report_dir: Path | str, expected: int, launcher_log: str = "") -> list[dict]:
+    """The `rank_*.json` files that the launched processes wrote, sorted by name; fail if fewer than `expected`.
+
+    Launched processes report through files, never through parsed stdout: a report is there or it is not. When one
+    is missing, the error shows the end of the launcher's log (its stderr), so the cell that launched explains why.
+    """
+    paths = sorted(Path(report_dir).glob("rank_*.json"))
+    if len(paths) < expected:
+        raise LaunchError(f"{len(paths)} report(s) in {report_dir}, expected {expected}; end of the launcher's "
+                          f"log:\n{launcher_log[-3000:] or '(empty)'}")
+    return [json.loads(p.read_text()) for p in paths]

@@ -1,17 +1,20 @@
 """Measure what the notebooks claim: repeated timings with their spread, bytes saved for backward, loader speed.
 
-`interleaved_timings` and `spread`: notebook 01 (what Accelerate costs per step), reused by 02-05.
+`interleaved_timings` and `spread`: notebook 01 (what Accelerate costs per step), reused by 02-05;
+`python_overhead`: notebook 01 (where that cost goes).
 `SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`: notebook 04.
 """
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 import statistics
 import time
 import warnings
 from collections.abc import Callable
 
-__all__ = ["interleaved_timings", "spread", "SavedTensors", "loader_throughput"]
+__all__ = ["interleaved_timings", "spread", "python_overhead", "SavedTensors", "loader_throughput"]
 
 
 def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5,
@@ -35,6 +38,48 @@ def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: in
 def spread(values: list[float]) -> dict[str, float]:
     """Median, min and max of repeated measurements: report all three, never one lucky run."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def _library_function(key: tuple[str, int, str]) -> str | None:
+    """`accelerate.optimizer:step` from a cProfile key (file, line, function); `None` for the caller's own code."""
+    filename, _line, function = key
+    if filename == "~":  # a built-in
+        return function.strip("<>")
+    path = filename.replace("\\", "/")
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in path:
+            return f"{path.split(marker, 1)[1].removesuffix('.py').replace('/', '.')}:{function}"
+    if "/lib/python3" in path:  # the standard library
+        module = path.split("/lib/python3", 1)[1].split("/", 1)[1]
+        return f"{module.removesuffix('.py').replace('/', '.')}:{function}"
+    return None
+
+
+def _profile(fn: Callable[[], object]) -> dict:
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    return pstats.Stats(profiler).stats
+
+
+def python_overhead(baseline: Callable[[], object], candidate: Callable[[], object], steps: int,
+                    top: int = 5) -> list[dict[str, float | str]]:
+    """Where `candidate` spends the Python time that `baseline` does not, per step, by function (cProfile).
+
+    Both callables run `steps` training steps. A library function counts if `baseline` never calls it; its time
+    is its cumulative time minus what it spends in functions that `baseline` calls too (the real work, such as AdamW's
+    step). Nested functions each count, so an outer wrapper includes its inner ones. Returns the `top` functions,
+    largest first, as `{"function": "module:name", "us_per_step": ...}` (times include cProfile's own cost).
+    Introduced in notebook 01.
+    """
+    shared, extra = _profile(baseline), _profile(candidate)
+    own = {key: value for key, value in extra.items() if key not in shared and _library_function(key)}
+    cost = {}
+    for key, (_cc, _nc, _tt, cumulative, _callers) in own.items():
+        in_shared = sum(edge[3] for callee, value in extra.items() if callee in shared
+                        for caller, edge in value[4].items() if caller == key)
+        cost[key] = cumulative - in_shared
+    ranked = sorted(cost, key=cost.get, reverse=True)[:top]
+    return [{"function": _library_function(key), "us_per_step": 1e6 * cost[key] / steps} for key in ranked]
 
 
 class SavedTensors:
