@@ -86,7 +86,8 @@ def test_secret_names():
 def test_environment_signals_redact_values():
     env = {"HF_TOKEN": "hf_abcdef", "HF_HOME": "/h", "PJRT_DEVICE": "TPU", "HOME": "/root"}
     signals = software.environment_signals(env)
-    assert signals == {"HF_HOME": "/h", "HF_TOKEN": software.REDACTED, "PJRT_DEVICE": "TPU"}
+    # Values only for the allow-list; every other relevant name is listed with the mark.
+    assert signals == {"HF_HOME": software.REDACTED, "HF_TOKEN": software.REDACTED, "PJRT_DEVICE": "TPU"}
     assert software.redact("token is hf_abcdef", env) == f"token is {software.REDACTED}"
 
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RUN_MARKER", "SEED_MAX", "check_choice", "check_bool", "check_int", "check_float", "check_seed",
-           "check_text", "check_fits_memory", "check_output_dir", "read_marker"]
+__all__ = ["RUN_MARKER", "check_choice", "check_bool", "check_int", "check_float", "check_seed", "check_fits_memory",
+           "check_fits_disk", "check_fits_time", "check_output_dir", "read_marker"]
 
 # Written by `freegpu.results.start_run` into the output folder: which notebook owns it, and whether its run ended.
 RUN_MARKER = ".freegpu-run.json"
@@ -95,6 +95,34 @@ def check_fits_memory(name: str, value: Any, nbytes: int, *, what: str, budget_b
     return value
 
 
+def check_fits_disk(name: str, value: Any, nbytes: int, folder: Path | str, *, what: str,
+                    fraction: float = 0.5) -> Any:
+    """Refuse `value` when the `nbytes` it writes under `folder` exceed `fraction` of the free space there."""
+    import shutil
+
+    folder = Path(folder)
+    while not folder.exists() and folder != folder.parent:  # the folder may not exist yet: measure its parent
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free
+    limit = int(free * fraction)
+    if nbytes > limit:
+        raise ValueError(f"parameter {name}={value!r} needs about {nbytes / 1024**3:.2f} GiB of disk for {what} "
+                         f"in {folder}; {fraction:.0%} of the {free / 1024**3:.2f} GiB free there is "
+                         f"{limit / 1024**3:.2f} GiB. Choose a smaller {name}.")
+    return value
+
+
+def check_fits_time(name: str, value: Any, seconds: float, *, what: str, limit_s: float) -> Any:
+    """Refuse `value` when the caller's estimate of the `seconds` it costs exceeds `limit_s`.
+
+    For values that decide how long a cell runs rather than how much memory it takes (work per sample, epochs).
+    """
+    if seconds > limit_s:
+        raise ValueError(f"parameter {name}={value!r} would take about {seconds:,.0f} s for {what}; "
+                         f"this notebook allows {limit_s:,.0f} s. Choose a smaller {name}.")
+    return value
+
+
 def read_marker(folder: Path) -> dict[str, Any] | None:
     """The run marker of `folder` (see `RUN_MARKER`), or `None` when there is none or it is unreadable."""
     try:
@@ -126,7 +154,7 @@ def _refuse(output_dir: str, path: Path, why: str) -> ValueError:
 def check_output_dir(output_dir: Any, notebook: str, info=None) -> Path:
     """Resolve `output_dir` (empty: the platform's working folder + `notebook`), create it, probe that it is writable.
 
-    Refuses a path inside a read-only platform input folder (Kaggle's `/kaggle/input`), a regular file, a folder
+    Refuses a path inside a read-only platform input folder (Kaggle's input folder), a regular file, a folder
     that another notebook's run owns or that a live run of this notebook is writing to, and a non-empty folder
     that no course run wrote (its files would be mixed with ours). It deletes nothing: `start_run` clears what an
     earlier run of the same notebook left. Returns the absolute path.
