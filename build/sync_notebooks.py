@@ -53,23 +53,44 @@ def badges_source(name: str, settings: dict) -> str:
 
 
 def setup_source(name: str, settings: dict) -> str:
+    """The setup cell: install freegpu (this notebook's extras only) where it is missing; on failure, say exactly
+    what to do on the platform the notebook is on (Colab, Kaggle with or without internet, a local clone)."""
     extras = settings["extras"].get(name)
     if extras is None:
         raise KeyError(f"{name}: add it to [tool.freegpu.notebook-extras] in pyproject.toml")
     spec = "freegpu" + (f"[{','.join(extras)}]" if extras else "")
     requirement = f"{spec} @ git+{settings['repo']}@v{settings['version']}"
+    issues = f"{settings['repo']}/issues"
+    local = "pip install -e '.[dev]'" if not extras else f"pip install -e '.[dev,{','.join(extras)}]'"
     return (
         "# Setup: written by build/sync_notebooks.py from pyproject.toml; do not edit here.\n"
         "# Installs the course helpers where they are missing (Colab, Kaggle); a no-op where they are installed.\n"
-        "import importlib.util, subprocess, sys\n"
+        "import importlib.util, os, socket, subprocess, sys\n"
         "\n"
         'if importlib.util.find_spec("freegpu") is None:\n'
         f'    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "{requirement}"]\n'
         "    if subprocess.run(cmd).returncode != 0:\n"
-        "        raise RuntimeError(\n"
-        '            "Installing freegpu failed (pip output above). On Kaggle, switch Settings > Internet on; "\n'
-        '            "without internet, attach the freegpu wheel as a Kaggle dataset and pip install it from there."\n'
-        "        )"
+        "        try:\n"
+        '            socket.create_connection(("github.com", 443), timeout=3).close()\n'
+        "            online = True\n"
+        "        except OSError:\n"
+        "            online = False\n"
+        '        if "google.colab" in sys.modules:\n'
+        '            fix = ("Colab: Runtime > Restart session, then run this cell again. If pip fails again, "\n'
+        '                   "github.com or pypi.org is unreachable: wait and retry.")\n'
+        '        elif "KAGGLE_KERNEL_RUN_TYPE" in os.environ and not online:\n'
+        '            fix = ("Kaggle without internet: open Settings > Internet and turn it on (a phone-verified "\n'
+        '                   "account is needed), then run this cell again. Where internet is not allowed, attach "\n'
+        '                   "the course wheelhouse as a dataset (Add Input) and run: pip install --no-index "\n'
+        '                   "--find-links /kaggle/input/<that dataset> freegpu")\n'
+        '        elif "KAGGLE_KERNEL_RUN_TYPE" in os.environ:\n'
+        '            fix = ("Kaggle with internet: pip reached github.com and failed anyway. Use Run > Factory "\n'
+        '                   "reset (a fresh image), then run this cell again; if the same error comes back, report "\n'
+        f'                   "it with pip\'s output at {issues}")\n'
+        "        else:\n"
+        '            fix = ("Local clone: in a terminal, in the repository folder and the Python environment of "\n'
+        f'                   f"this kernel ({{sys.executable}}), run: {local}, then restart the kernel.")\n'
+        '        raise RuntimeError(f"Installing freegpu failed (pip output above). {fix}")'
     )
 
 

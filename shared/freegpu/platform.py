@@ -96,15 +96,20 @@ def _parent_command() -> str:
 def detect_platform(environ: dict[str, str] | None = None) -> PlatformInfo:
     """Tell Colab, Kaggle (interactive or batch), local Jupyter, headless runs and plain scripts apart.
 
-    Uses only real signals: the `google.colab` module or `COLAB_RELEASE_TAG`, `KAGGLE_KERNEL_RUN_TYPE`,
+    Uses only real signals: the `google.colab` module or `COLAB_RELEASE_TAG`, `KAGGLE_KERNEL_RUN_TYPE` (each only
+    where the platform's folder exists, unless `environ` is given to simulate a platform),
     `JPY_SESSION_NAME` (set by a Jupyter server for the kernels it starts) and the kernel's parent process.
     Introduced in notebook 00.
     """
     env = os.environ if environ is None else environ
-    if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in env:
+    # Copied variables are not a platform: in this process's own environment, Kaggle's and Colab's variables
+    # count only where their folders exist, so no /kaggle or /content is ever created on another machine.
+    # A mapping passed in describes a platform to simulate, and is trusted as it is.
+    real = environ is None
+    if "google.colab" in sys.modules or ("COLAB_RELEASE_TAG" in env and (not real or _COLAB_CONTENT.is_dir())):
         return PlatformInfo("colab", False, True, "google.colab module / COLAB_RELEASE_TAG")
     run_type = env.get("KAGGLE_KERNEL_RUN_TYPE")
-    if run_type:
+    if run_type and (not real or _KAGGLE_WORKING.parent.is_dir()):
         batch = run_type.lower() == "batch"
         return PlatformInfo("kaggle", batch, not batch, f"KAGGLE_KERNEL_RUN_TYPE={run_type}")
     if not _in_kernel():
