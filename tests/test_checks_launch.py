@@ -1,0 +1,214 @@
+"""freegpu.checks (strict parameter checks, output folder probe), freegpu.software.redact, freegpu.launch guards."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from freegpu import checks, launch, platform, results, software
+
+
+@pytest.mark.parametrize("value", [True, 2.0, "3", None, 10**30, -1])
+def test_check_int_is_strict_and_bounded(value):
+    with pytest.raises((TypeError, ValueError), match=r"parameter n="):
+        checks.check_int("n", value, minimum=0, maximum=100)
+
+
+@pytest.mark.parametrize("value", [0, 1, "False", None])
+def test_check_bool_refuses_look_alikes(value):
+    with pytest.raises(TypeError, match=r"parameter flag=.* must be True or False"):
+        checks.check_bool("flag", value)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, 1e300, True, "0.1"])
+def test_check_float_refuses_non_finite_and_types(value):
+    with pytest.raises((TypeError, ValueError), match=r"parameter lr="):
+        checks.check_float("lr", value, minimum=0.0, maximum=1.0)
+
+
+def test_check_choice_compares_types_and_seed_range():
+    with pytest.raises(ValueError, match=r"parameter x=0 is not allowed"):
+        checks.check_choice("x", 0, (False, True))
+    assert checks.check_seed("seed", 2**32 - 1) == 2**32 - 1
+    with pytest.raises(ValueError, match=r"parameter seed=99999999999999999999 is out of range; allowed: \[0, "):
+        checks.check_seed("seed", 99999999999999999999)
+
+
+def test_resource_estimates_are_refused_before_allocating(tmp_path):
+    with pytest.raises(ValueError, match=r"parameter rows=10 needs about 2.00 GiB for rows"):
+        checks.check_fits_memory("rows", 10, 2 * 1024**3, what="rows", budget_bytes=2 * 1024**3)
+    assert checks.check_fits_memory("rows", 10, 1024, what="rows") == 10
+    with pytest.raises(ValueError, match=r"parameter rows=5 needs about .* GiB of disk"):
+        checks.check_fits_disk("rows", 5, 10**18, tmp_path / "not" / "yet", what="a file")
+    with pytest.raises(ValueError, match=r"parameter n=7 would take about 700 s"):
+        checks.check_fits_time("n", 7, 700.0, what="work", limit_s=600)
+
+
+def _refusal(output_dir, notebook="01_mnist_migration") -> str:
+    with pytest.raises((TypeError, ValueError)) as info:
+        checks.check_output_dir(output_dir, notebook)
+    assert "output_dir" in str(info.value)
+    return str(info.value)
+
+
+def test_output_dir_probe(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert "is a file" in _refusal(str(a_file))
+    assert "cannot create or write" in _refusal(str(a_file / "below"))
+    assert "cannot create or write" in _refusal("/proc/freegpu-cannot-exist")
+    assert "read-only" in _refusal("/kaggle/input/some-dataset")
+    assert "must be a string" in _refusal(7)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert "no course run wrote" in _refusal(str(foreign))
+    # 00 and 04 into one folder: the second is refused, 00's results stay.
+    shared = checks.check_output_dir(str(tmp_path / "shared"), "00_environment_check")
+    results.start_run("00_environment_check", "smoke", "script", "cpu", shared).save()
+    assert "holds the run of notebook '00_environment_check'" in _refusal(str(shared), "04_tpu_data_loaders")
+    assert checks.check_output_dir(str(shared), "00_environment_check") == shared  # its own rerun is fine
+
+
+def test_run_marker_says_incomplete_until_results_are_written(tmp_path):
+    out = checks.check_output_dir(str(tmp_path / "out"), "01_mnist_migration")
+    run = results.start_run("01_mnist_migration", "smoke", "script", "cpu", out, {"seed": 1})
+    (out / "model.bin").write_bytes(b"x")
+    assert checks.read_marker(out)["state"] == "running" and not (out / "results.json").exists()
+    path = run.save()
+    assert checks.read_marker(out)["state"] == "complete"
+    mode = results.umask_mode()
+    assert all(p.stat().st_mode & 0o777 == mode for p in (path, out / checks.RUN_MARKER))
+    results.start_run("01_mnist_migration", "smoke", "script", "cpu", out)  # the next run starts clean
+    assert sorted(p.name for p in out.iterdir()) == [checks.RUN_MARKER]
+
+
+def test_live_run_elsewhere_is_refused(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (out / checks.RUN_MARKER).write_text(json.dumps({
+            "notebook": "01_mnist_migration", "state": "running", "pid": sleeper.pid, "host": socket.gethostname()}))
+        assert f"pid {sleeper.pid}" in _refusal(str(out))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert checks.check_output_dir(str(out), "01_mnist_migration") == out.resolve()  # dead run: reusable
+
+
+def test_copied_platform_variables_create_no_platform_folder(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Batch")
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab-copied")
+    info = platform.detect_platform()
+    kaggle_root = platform.platform_dirs(platform.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "Batch"})).input_dir
+    if kaggle_root.parent.exists():
+        pytest.skip("this machine is Kaggle")
+    assert info.name not in ("kaggle", "colab")
+    out = checks.check_output_dir("", "00_environment_check", info)
+    assert out == (tmp_path / "outputs" / "00_environment_check").resolve()
+    assert not kaggle_root.parent.exists()
+
+
+# --- software.redact: one function for everything printed about the environment -------------------------------
+
+PLANTED = {"KAGGLE_KEY": "k4ggle-planted-key", "HF_SIGNING_KEY": "signing-planted", "KAGGLE_CREDS": "creds-planted",
+           "NOTHING_SUSPICIOUS": "plain-planted-value", "HF_TOKEN": "hf_" + "p" * 34, "SHORT_TOKEN": "abc"}
+
+
+def test_environment_signals_show_only_the_allow_list():
+    env = {**PLANTED, "PJRT_DEVICE": "TPU", "OMP_NUM_THREADS": "2", "KAGGLE_USERNAME": "me", "HOME": "/root"}
+    signals = software.environment_signals(env)
+    assert signals["PJRT_DEVICE"] == "TPU" and signals["OMP_NUM_THREADS"] == "2"
+    for name in ("KAGGLE_KEY", "HF_SIGNING_KEY", "KAGGLE_CREDS", "HF_TOKEN", "KAGGLE_USERNAME", "SHORT_TOKEN"):
+        assert signals[name] == software.REDACTED, name
+    assert "HOME" not in signals and "NOTHING_SUSPICIOUS" not in signals
+    assert all(value == software.REDACTED or name in software.SHOWN_NAMES for name, value in signals.items())
+
+
+def test_redact_text_urls_and_token_files(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "token"))
+    (tmp_path / "token").write_text("hf_fileplantedtoken\n")
+    text = (" ".join(PLANTED.values()) + " https://robot:url-planted-pw@example.invalid/x git+https://tok3n@h.io"
+            " hf_fileplantedtoken python 3.12.3 on cpu")
+    redacted = software.redact(text, {**PLANTED, "PYTHON_VERSION": "3.12.3", "ACCELERATE_USE_CPU": "cpu"})
+    for secret in [*PLANTED.values(), "url-planted-pw", "robot", "tok3n", "hf_fileplantedtoken"]:
+        assert secret not in redacted, secret
+    assert "python 3.12.3 on cpu" in redacted  # versions and allow-listed values stay readable
+    assert "https://[redacted]@example.invalid/x" in redacted
+    html = results.markdown_table({"HF_TOKEN": software.REDACTED})
+    assert "[redacted]" in html and "<" not in html  # survives markdown and HTML: not an empty tag
+
+
+# --- freegpu.launch: launched processes die with the notebook; free ports -------------------------------------
+
+
+def test_free_ports_differ_and_are_free():
+    ports = {launch.free_port() for _ in range(5)}
+    assert len(ports) > 1
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+_TREE = ("import subprocess, sys, time; "
+         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); time.sleep(120)")
+
+
+def _tree_of(guard_pid: int, expected: int) -> list[psutil.Process]:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        procs = psutil.Process(guard_pid).children(recursive=True)
+        if len(procs) >= expected:
+            return procs
+        time.sleep(0.05)
+    raise AssertionError("the launched tree never started")
+
+
+def _all_gone(procs: list[psutil.Process], within: float = 10.0) -> bool:
+    _, alive = psutil.wait_procs(procs, timeout=within)
+    return not alive
+
+
+def test_leaving_the_block_ends_the_whole_tree():
+    with pytest.raises(KeyboardInterrupt):
+        with launch.launched([sys.executable, "-c", _TREE]) as proc:
+            tree = _tree_of(proc.pid, 2)
+            raise KeyboardInterrupt  # an interrupted cell
+    assert _all_gone(tree)
+
+
+def test_killed_parent_takes_the_tree_with_it(tmp_path):
+    """SIGKILL the process that launched (the kernel, here a stand-in): everything it launched is gone soon after."""
+    script = tmp_path / "kernel.py"
+    script.write_text("import sys, time\nfrom freegpu.launch import launched\n"
+                      f"with launched([sys.executable, '-c', {_TREE!r}]) as proc:\n"
+                      "    print(proc.pid, flush=True)\n    time.sleep(120)\n")
+    kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    guard = int(kernel.stdout.readline())
+    tree = [psutil.Process(guard), *_tree_of(guard, 2)]
+    kernel.send_signal(signal.SIGKILL)
+    kernel.wait()
+    assert _all_gone(tree)
+
+
+def test_run_launch_reports_failure_with_stderr():
+    with pytest.raises(launch.LaunchError, match=r"status 3 .*\n.*boom"):
+        launch.run_launch([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], timeout=30)
+    with pytest.raises(launch.LaunchError, match="ran past"):
+        launch.run_launch([sys.executable, "-c", "import time; time.sleep(30)"], timeout=1)
+    assert launch.run_launch([sys.executable, "-c", "print('ok')"], timeout=30).stdout.strip() == "ok"
+
+
+def test_die_with_parent_does_nothing_in_the_parent():
+    assert launch.die_with_parent(os.getpid()) is False
