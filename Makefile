@@ -19,11 +19,12 @@ XLA_STAMP := $(XLA_VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[hub,nlp,smoke-bert,dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[hub,nlp,smoke-bert,dev,site]'
 	touch $(STAMP)
 
-course: $(STAMP)
-	$(BIN)/python build/run_course.py
+# Notebook 04 also runs in the XLA lane (.venv-xla, built on first use); `make course NO_XLA=1` skips that lane.
+course: $(STAMP) $(if $(NO_XLA),,$(XLA_STAMP))
+	$(BIN)/python build/run_course.py $(if $(NO_XLA),,--xla-python $(XLA_VENV)/bin/python)
 
 test: test-main test-xla
 

@@ -41,14 +41,19 @@ def course_settings() -> dict:
     }
 
 
-def badges_source(name: str, settings: dict) -> str:
+def launch_links(name: str, settings: dict) -> dict[str, str]:
+    """Where the notebook opens on Colab and on Kaggle: the badges and the course site's launch buttons."""
     owner_repo = settings["repo"].removeprefix("https://github.com/")
     blob = f"{owner_repo}/blob/{settings['branch']}/notebooks/{name}.ipynb"
+    return {"colab": f"https://colab.research.google.com/github/{blob}",
+            "kaggle": f"https://kaggle.com/kernels/welcome?src=https://github.com/{blob}"}
+
+
+def badges_source(name: str, settings: dict) -> str:
+    links = launch_links(name, settings)
     return (
-        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
-        f"(https://colab.research.google.com/github/{blob})\n"
-        f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]"
-        f"(https://kaggle.com/kernels/welcome?src=https://github.com/{blob})"
+        f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({links['colab']})\n"
+        f"[![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)]({links['kaggle']})"
     )
 
 

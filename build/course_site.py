@@ -1,0 +1,327 @@
+"""Build the course site from the executed notebooks: Sphinx + myst-nb + sphinx-book-theme, strict, offline.
+
+`make course` runs this after build/run_course.py has executed the notebooks; it never executes a cell.
+
+    python build/course_site.py [--out build/out]
+
+reads   <out>/summary.json, <out>/executed/*.ipynb (and <out>/xla/executed/ for the XLA lane),
+        each run's results.json and the plots beside it, docs/ (conf.py, the front page, CSS), README.md's table;
+stages  <out>/site-src/: the front page, one page per notebook in course order, "What this build measured";
+writes  <out>/site/ with `sphinx-build -W` (a broken link, missing image or unknown page fails the build).
+
+A notebook's page is its XLA-lane execution where one exists (notebook 04), with the main-environment run kept
+as a second page. A link to a notebook number that this build has no page for (a planned notebook) becomes plain
+text; any other unresolved link fails. Launch links come from build/sync_notebooks.py, like the badges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+OUT = ROOT / "build" / "out"
+IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+LANE_TITLES = {"main": "main environment", "xla": "XLA lane"}
+# `[text](02_mixed_precision.ipynb)`, `[text](notebooks/02_x.ipynb#step-1)`: group 1 the text, group 2 the number.
+NOTEBOOK_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\((?:\.\./)?(?:notebooks/)?(\d\d)_[\w.-]*?\.ipynb(?:#[\w-]*)?\)")
+TABLE_MARKER = "<!-- course:notebook-table -->"
+
+
+class SiteBuildError(RuntimeError):
+    """Sphinx refused the site (its warnings are errors); the message holds what it said."""
+
+
+@dataclass
+class Page:
+    name: str  # the notebook's name, e.g. 04_tpu_data_loaders
+    docname: str  # the page, e.g. notebooks/04_tpu_data_loaders
+    run: dict  # the summary.json entry this page shows
+    executed: Path
+
+
+def _sync_module():
+    path = Path(__file__).with_name("sync_notebooks.py")
+    spec = importlib.util.spec_from_file_location("build_sync_notebooks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _format(value: Any) -> str:
+    from freegpu.results import format_value
+
+    return format_value(value).replace("|", "\\|").replace("\n", " ")
+
+
+def measured(value: Any) -> Any:
+    """`value` without what did not run: None entries are dropped from dicts and lists (None itself stays None)."""
+    if isinstance(value, dict):
+        kept = {k: measured(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v is not None} or None
+    if isinstance(value, (list, tuple)):
+        kept = [measured(v) for v in value]
+        return [v for v in kept if v is not None] or None
+    return value
+
+
+def key_results(values: dict, fallback: int = 8) -> dict[str, Any]:
+    """The values a notebook highlighted (`Run.highlight`), else its first scalars; what did not run is left out."""
+    from freegpu.results import COMMON_KEYS
+
+    keys = values.get("headline") or [k for k, v in values.items()
+                                      if k not in COMMON_KEYS and isinstance(v, (int, float, bool))][:fallback]
+    kept = {k: measured(values.get(k)) for k in keys}
+    return {k: v for k, v in kept.items() if v is not None}
+
+
+def notebook_title(nb, default: str) -> str:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return default
+
+
+def unlink_missing(text: str, numbers: set[str]) -> str:
+    """Links to notebooks this build has no page for (planned ones) become their plain text."""
+    return NOTEBOOK_LINK.sub(lambda m: m.group(0) if m.group(2) in numbers else m.group(1), text)
+
+
+def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
+    run = page.run
+    lines = [f"Executed by this build: **{run['status']}**, {_wall(run)}, peak memory {run['peak_rss_mb']:.0f} MB"]
+    if results:
+        lines[0] += f", profile `{results.get('profile')}`, device `{results.get('device')}`"
+    lines[0] += f". See {{ref}}`what this build measured <measured-{page.name}>`."
+    if run.get("lane") == "xla":
+        versions = measured((results or {}).get("versions")) or {}
+        pair = ", ".join(f"{k} {versions[k]}" for k in ("torch", "torch_xla") if k in versions)
+        lines.append(f"This page is the **XLA-lane** execution ({pair}; `PJRT_DEVICE=CPU`: real XLA, compiled "
+                     "for the CPU), so the notebook's TPU half ran.")
+    if other is not None:
+        label = "the XLA-lane execution" if other.run.get("lane") == "xla" else "the main-environment run"
+        lines.append(f"Compare with [{label}]({Path(other.docname).name}.ipynb).")
+    if run.get("error"):
+        lines.append(f"The run failed: `{run['error'].splitlines()[0][:300]}`")
+    return ":::{note}\n:class: run-note\n" + "\n\n".join(lines) + "\n:::"
+
+
+def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[str], note: str) -> None:
+    """Copy an executed notebook into the site: launch links after the title, no widget state, planned links."""
+    nb = nbformat.read(page.executed, as_version=4)
+    nb.metadata.pop("widgets", None)
+    nb.cells = [c for c in nb.cells if "badges" not in c.metadata.get("tags", [])]
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = unlink_missing(cell.source, numbers)
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop(WIDGET_VIEW, None)
+        if cell.cell_type == "code":
+            cell.outputs = [o for o in cell.outputs if "data" not in o or o["data"]]
+    title_at = next((i for i, c in enumerate(nb.cells)
+                     if c.cell_type == "markdown" and c.source.lstrip().startswith("# ")), None)
+    if title_at is None:
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"# {page.name}"))
+        title_at = 0
+    if page.run.get("lane") == "main" and page.docname.endswith("-main-env"):
+        cell = nb.cells[title_at]
+        cell.source = re.sub(r"^(\s*# .*)$", r"\1 (main environment)", cell.source, count=1, flags=re.M)
+    launch = (":::{container} launch-links\n"
+              f"[Open in Colab]({links['colab']}) [Open in Kaggle]({links['kaggle']})\n:::")
+    nb.cells[title_at + 1:title_at + 1] = [nbformat.v4.new_markdown_cell(launch), nbformat.v4.new_markdown_cell(note)]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, dest)
+
+
+def _wall(run: dict) -> str:
+    wall, budget = run.get("wall_s"), run.get("budget_s")
+    if budget is None:
+        return f"{wall:.1f} s"
+    over = " [over budget]{.over-budget}" if wall > budget else ""
+    return f"{wall:.1f} s of {budget:g} s{over}"
+
+
+def _results(out_root: Path, run: dict) -> dict | None:
+    return json.loads((out_root / run["results"]).read_text()) if run.get("results") else None
+
+
+def _plots(out_root: Path, run: dict, src: Path) -> list[str]:
+    """Copy the images a run saved next to its results.json into the site; return their paths there."""
+    if not run.get("results"):
+        return []
+    folder = (out_root / run["results"]).parent
+    found = []
+    for image in sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()):
+        rel = Path("measured") / run.get("lane", "main") / run["name"] / image.relative_to(folder)
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(image, src / rel)
+        found.append(rel.as_posix())
+    return found
+
+
+def measurements_page(out_root: Path, summary: dict, titles: dict[str, str], src: Path) -> str:
+    """The page "What this build measured", as MyST markdown, from summary.json and every results.json."""
+    runs = summary["notebooks"]
+    ok = sum(r["status"] == "ok" for r in runs)
+    lines = ["# What this build measured", "",
+             f"{len(runs)} notebook runs, {ok} ok, {len(runs) - ok} failed. Each notebook ran headless under "
+             "papermill; wall time is the whole notebook (kernel start included), peak memory is the resident "
+             "memory of the kernel and everything it started. Budgets are benchmarks, not limits."]
+    if summary.get("built_at"):
+        lines += ["", f"Built {summary['built_at']}."]
+    machine = measured(summary.get("machine")) or {}
+    if machine:
+        lines += ["", "**Machine:** " + "; ".join(f"{k} {_format(v)}" for k, v in machine.items()) + "."]
+    lines += ["", "| notebook | lane | status | wall time | peak memory |", "|---|---|---|---|---|"]
+    for run in runs:
+        lane = LANE_TITLES.get(run.get("lane", "main"), run.get("lane"))
+        lines.append(f"| {{ref}}`{titles.get(run['name'], run['name'])} <measured-{run['name']}>` | {lane} | "
+                     f"[{run['status']}]{{.status-{run['status']}}} | {_wall(run)} | {run['peak_rss_mb']:.0f} MB |")
+    for name in dict.fromkeys(r["name"] for r in runs):
+        lines += ["", *_notebook_section(out_root, name, titles.get(name, name),
+                                         [r for r in runs if r["name"] == name], src)]
+    return "\n".join(lines) + "\n"
+
+
+def _notebook_section(out_root: Path, name: str, title: str, runs: list[dict], src: Path) -> list[str]:
+    results = [_results(out_root, r) for r in runs]
+    heads = [LANE_TITLES.get(r.get("lane", "main"), r.get("lane")) for r in runs]
+    rows = {"status": [f"[{r['status']}]{{.status-{r['status']}}}" for r in runs],
+            "wall time": [_wall(r) for r in runs], "peak memory": [f"{r['peak_rss_mb']:.0f} MB" for r in runs]}
+    for label in ("profile", "platform", "device"):
+        rows[label] = [_format(v[label]) if v and v.get(label) is not None else "" for v in results]
+    keyed = [key_results(v) if v else {} for v in results]
+    for key in dict.fromkeys(k for values in keyed for k in values):
+        rows[f"`{key}`"] = [_format(values[key]) if key in values else "not run" for values in keyed]
+    lines = [f"(measured-{name})=", f"## {title}", "", "| | " + " | ".join(heads) + " |",
+             "|---" * (len(runs) + 1) + "|"]
+    lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows.items()]
+    for run, values, head in zip(runs, results, heads, strict=True):
+        if run.get("error"):
+            lines += ["", f"The {head} run failed:", "", "```text", run["error"], "```"]
+        versions = measured((values or {}).get("versions"))
+        if versions:
+            lines += ["", f"Versions ({head}): " + ", ".join(f"{k} {v}" for k, v in versions.items()) + "."]
+        for plot in _plots(out_root, run, src):
+            lines += ["", f"```{{figure}} {plot}", ":width: 90%", "", f"`{Path(plot).name}`, saved by the {head} run",
+                      "```"]
+    return lines
+
+
+def readme_table(readme: str, pages: dict[str, Page]) -> str:
+    """The README's notebook table, its links pointing at the site's pages (plain text where there is none)."""
+    lines = readme.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("| # |")), None)
+    if start is None:
+        return ""
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+
+    def link(match: re.Match) -> str:
+        page = pages.get(match.group(2))
+        return f"[{match.group(1)}]({page.docname}.ipynb)" if page else match.group(1)
+
+    return re.sub(r"\[([^\]]+)\]\(notebooks/([\w.-]+)\.ipynb\)", link, "\n".join(table))
+
+
+def collect_pages(out_root: Path, summary: dict) -> tuple[dict[str, Page], list[Page]]:
+    """Each notebook's page (its XLA-lane run where there is one), and the main-environment runs kept beside them."""
+    by_name: dict[str, dict[str, Page]] = {}
+    for run in summary["notebooks"]:
+        run.setdefault("lane", "main")
+        executed = out_root / (run.get("executed") or f"executed/{run['name']}.ipynb")
+        if executed.exists():
+            by_name.setdefault(run["name"], {})[run["lane"]] = Page(run["name"], f"notebooks/{run['name']}", run,
+                                                                     executed)
+    pages, extra = {}, []
+    for name, lanes in by_name.items():
+        pages[name] = lanes.get("xla") or lanes.get("main") or next(iter(lanes.values()))
+        for lane, page in lanes.items():
+            if page is not pages[name]:
+                page.docname += f"-{lane}-env"
+                extra.append(page)
+    return pages, extra
+
+
+def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
+    """Write the Sphinx source folder; return the course settings it used."""
+    summary = json.loads((out_root / "summary.json").read_text())
+    sync = _sync_module()
+    settings = sync.course_settings()
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(DOCS, src, ignore=shutil.ignore_patterns("_build", "__pycache__"))
+    pages, extra = collect_pages(out_root, summary)
+    numbers = {name[:2] for name in pages}
+    titles, launch = {}, {}
+    for page in [*pages.values(), *extra]:
+        links = sync.launch_links(page.name, settings)
+        launch[page.docname] = links
+        other = next((p for p in [*pages.values(), *extra] if p.name == page.name and p is not page), None)
+        results = _results(out_root, page.run)
+        stage_notebook(page, src / f"{page.docname}.ipynb", links, numbers, _run_note(page, results, other))
+        titles.setdefault(page.name, notebook_title(nbformat.read(page.executed, as_version=4), page.name))
+    (src / "measurements.md").write_text(measurements_page(out_root, summary, titles, src))
+    readme = (repo_root / "README.md").read_text() if (repo_root / "README.md").exists() else ""
+    toctree = ["```{toctree}", ":caption: Notebooks", ":hidden:", "",
+               *(pages[name].docname for name in sorted(pages)), "measurements", "```"]
+    if extra:
+        toctree += ["", "```{toctree}", ":caption: Runs kept for comparison", ":hidden:", "",
+                    *(p.docname for p in extra), "```"]
+    index = (src / "index.md").read_text().replace(TABLE_MARKER, readme_table(readme, pages) + "\n\n"
+                                                   + "\n".join(toctree))
+    (src / "index.md").write_text(index)
+    course = {"title": "Accelerate on free notebooks", "version": settings["version"],
+              "copyright": time.strftime("%Y"), "repository": settings["repo"], "branch": settings["branch"],
+              "launch": launch}
+    (src / "course.json").write_text(json.dumps(course, indent=2) + "\n")
+    return course
+
+
+def build(out_root: Path = OUT, repo_root: Path = ROOT) -> tuple[Path, float]:
+    """Stage and build the site into `out_root/site`; return its index page and the seconds it took."""
+    start = time.perf_counter()
+    src, site, doctrees = out_root / "site-src", out_root / "site", out_root / ".site-doctrees"
+    stage(out_root, src, repo_root)
+    for folder in (site, doctrees):
+        shutil.rmtree(folder, ignore_errors=True)
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E", "-q", "-d", str(doctrees),
+           str(src), str(site)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SiteBuildError(f"sphinx-build failed (exit {done.returncode}):\n{done.stderr.strip() or done.stdout}")
+    return site / "index.html", round(time.perf_counter() - start, 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT, help=f"the course build folder (default: {OUT})")
+    args = parser.parse_args(argv)
+    try:
+        index, seconds = build(args.out)
+    except SiteBuildError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"site: {index} ({seconds:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Sphinx configuration of the course site; `build/course_site.py` stages the pages and runs Sphinx on them.
+
+The staged source folder holds this file, the generated pages, the executed notebooks and `course.json` (the
+repository, branch and per-page launch links that build/course_site.py computes from pyproject.toml, the same
+source as the notebooks' badges). Nothing is executed here and nothing is fetched from the internet.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+COURSE = json.loads((Path(__file__).parent / "course.json").read_text())
+
+project = COURSE["title"]
+author = "The course authors"
+release = COURSE["version"]
+copyright = COURSE["copyright"]
+
+extensions = ["myst_nb"]
+exclude_patterns = ["course.json", "**/.ipynb_checkpoints"]
+
+# The notebooks were executed by build/run_course.py; the site shows those outputs and never runs a cell.
+nb_execution_mode = "off"
+nb_render_markdown_format = "myst"  # results tables are markdown outputs
+nb_ipywidgets_js = {}  # widget state would load require.js and the widget manager from a CDN
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+nb_render_error_lexer = "myst-ansi"  # tracebacks carry ANSI colours; the ipythontb lexer warns on some
+myst_enable_extensions = ["colon_fence", "attrs_inline"]
+myst_heading_anchors = 3
+
+html_theme = "sphinx_book_theme"
+html_title = COURSE["title"]
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+html_last_updated_fmt = None
+html_context = {"default_mode": "auto"}  # light or dark as the reader's system says (empty logs a console error)
+html_copy_source = True  # the download button offers the executed .ipynb
+html_theme_options = {
+    "repository_url": COURSE["repository"],
+    "repository_branch": COURSE["branch"],
+    "use_repository_button": True,
+    "use_download_button": True,
+    "use_fullscreen_button": False,
+    "home_page_in_toc": True,
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+}
+
+
+def add_launch_buttons(app, pagename, templatename, context, doctree) -> None:
+    """Colab and Kaggle in the header's launch menu, with the URLs the notebooks' own badges use."""
+    links = COURSE["launch"].get(pagename)
+    if not links or "header_buttons" not in context:
+        return
+    context["header_buttons"].append({
+        "type": "group",
+        "tooltip": "Run this notebook",
+        "icon": "fas fa-rocket",
+        "label": "launch-buttons",
+        "buttons": [
+            {"type": "link", "text": "Colab", "tooltip": "Open in Colab", "icon": "_static/images/logo_colab.png",
+             "url": links["colab"]},
+            {"type": "link", "text": "Kaggle", "tooltip": "Open in Kaggle", "icon": "fab fa-kaggle",
+             "url": links["kaggle"]},
+        ],
+    })
+
+
+def setup(app):
+    app.connect("html-page-context", add_launch_buttons, priority=502)  # after the theme prepares the header

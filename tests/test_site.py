@@ -1,0 +1,331 @@
+"""The course site (build/course_site.py), built from a small fake executed course in a few seconds.
+
+The fake course has what a real build has: a page with an image and a results table, a notebook that failed, a
+notebook run in both lanes (main environment and XLA lane) with values that did not run in one of them, a link to
+a planned notebook, and an over-budget run. The browser check needs Debian's `chromium`; it is skipped without it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import time
+from html import unescape
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import load_build_script
+
+course_site = load_build_script("course_site")
+sync = load_build_script("sync_notebooks")
+pytest.importorskip("myst_nb", reason="the site extra is not installed (pip install -e '.[site]')")
+
+# A 2x2 PNG, so the image output is real.
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDA"
+                       "AAANHQEDasKb6QAAAABJRU5ErkJggg==")
+SEARCH_WORD = "zebrafinch"  # only notebook 01 says it
+ANSI_TRACEBACK = ["\x1b[0;31mValueError\x1b[0m                                Traceback (most recent call last)",
+                  "\x1b[0;31mValueError\x1b[0m: boom"]
+
+
+def _notebook(path: Path, *cells) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    nb.cells = list(cells)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
+def _md(source: str, tags=()):
+    return nbformat.v4.new_markdown_cell(source, metadata={"tags": list(tags)} if tags else {})
+
+
+def _code(source: str, *outputs):
+    cell = nbformat.v4.new_code_cell(source)
+    cell.outputs = list(outputs)
+    return cell
+
+
+def _results(out: Path, rel: str, **values) -> None:
+    path = out / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    common = {"profile": "smoke", "platform": "headless", "device": "cpu",
+              "versions": {"python": "3.11.7", "torch": "2.13.0", "torch_xla": None}}
+    path.write_text(json.dumps({**common, **values}))
+
+
+def _run(name, lane="main", status="ok", wall_s=3.0, budget_s=10, results=True, error=None):
+    prefix = "xla/" if lane == "xla" else ""
+    return {"name": name, "lane": lane, "status": status, "wall_s": wall_s, "budget_s": budget_s,
+            "peak_rss_mb": 512.0, "results": f"{prefix}results/{name}/results.json" if results else None,
+            "executed": f"{prefix}executed/{name}.ipynb", "error": error}
+
+
+def fake_course(root: Path) -> Path:
+    """A course build folder as build/run_course.py leaves it, and a README with the notebook table."""
+    out = root / "out"
+    settings = sync.course_settings()
+    table = nbformat.v4.new_output("display_data", data={
+        "text/markdown": "| measure | value |\n|---|---|\n| `accuracy` | 0.93 |", "text/plain": "accuracy 0.93"})
+    image = nbformat.v4.new_output("display_data", data={"image/png": base64.b64encode(PNG).decode(),
+                                                         "text/plain": "<Figure>"})
+    _notebook(out / "executed/00_intro.ipynb", _md(sync.badges_source("00_intro", settings), tags=["badges"]),
+              _md("# 00 · Intro\n\nWhy this notebook."), _code("plot()", image, table),
+              _md("## Next\n\n[01 · Words](01_words.ipynb), later [02 · Planned](02_planned.ipynb)."))
+    _notebook(out / "executed/01_words.ipynb", _md("# 01 · Words"),
+              _md(f"The launcher forks a {SEARCH_WORD} per process; see [00](00_intro.ipynb)."))
+    error = nbformat.v4.new_output("error", ename="ValueError", evalue="boom", traceback=ANSI_TRACEBACK)
+    _notebook(out / "executed/03_broken.ipynb", _md("# 03 · Broken"), _code("raise ValueError('boom')", error))
+    _notebook(out / "executed/04_xla.ipynb", _md("# 04 · XLA"),
+              _code("run()", nbformat.v4.new_output("stream", text="lane: main environment\n")))
+    _notebook(out / "xla/executed/04_xla.ipynb", _md("# 04 · XLA"),
+              _code("run()", nbformat.v4.new_output("stream", text="lane: compiled on xla:0\n")))
+    _results(out, "results/00_intro/results.json", headline=["accuracy"], accuracy=0.93)
+    (out / "results/00_intro/curve.png").write_bytes(PNG)
+    _results(out, "results/01_words/results.json", headline=["words", "throughput"], words=3,
+             throughput={"workers=0": 900, "workers=2": None})
+    _results(out, "results/04_xla/results.json", headline=["best_workers", "compiles"], best_workers=2,
+             compiles=None, xla_ran=False)
+    _results(out, "xla/results/04_xla/results.json", headline=["best_workers", "compiles"], best_workers=0,
+             compiles=3, xla_ran=True, device="xla",
+             versions={"python": "3.11.7", "torch": "2.9.0", "torch_xla": "2.9.0"})
+    runs = [_run("00_intro"), _run("01_words", wall_s=40.0, budget_s=35), _run("03_broken", status="failed",
+            results=False, error="ValueError: boom"), _run("04_xla"), _run("04_xla", lane="xla", budget_s=None)]
+    (out / "summary.json").write_text(json.dumps({"built_at": "2026-12-03T06:00:00+00:00",
+                                                  "machine": {"logical_cpus": 2, "usable_cpus": None},
+                                                  "notebooks": runs}))
+    (root / "README.md").write_text("# Course\n\n| # | notebook | you leave able to |\n|---|---|---|\n"
+                                    "| 00 | [intro](notebooks/00_intro.ipynb) | start |\n"
+                                    "| 02 | [planned](notebooks/02_planned.ipynb) | later |\n\nAfter the table.\n")
+    return out
+
+
+def text_of(html: str) -> str:
+    body = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
+    return unescape(re.sub(r"<[^>]+>", " ", body))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    root = tmp_path_factory.mktemp("site")
+    out = fake_course(root)
+    index, seconds = course_site.build(out, repo_root=root)
+    print(f"site build: {seconds:.1f} s")
+    return out / "site"
+
+
+PAGES = ["00_intro", "01_words", "03_broken", "04_xla", "04_xla-main-env"]
+
+
+def test_every_notebook_has_a_page_with_its_outputs(site):
+    for name in PAGES:
+        assert (site / "notebooks" / f"{name}.html").exists(), name
+    page = (site / "notebooks/00_intro.html").read_text()
+    images = re.findall(r'<img[^>]+src="([^"]+)"', page)
+    assert images and all((site / "notebooks" / src).resolve().is_file() for src in images)
+    assert re.search(r"<table.*accuracy.*0\.93.*</table>", page, re.S)
+    assert "ValueError" in text_of((site / "notebooks/03_broken.html").read_text())
+
+
+def test_notebook_04_page_is_the_xla_lane_run_and_the_main_run_is_kept(site):
+    xla, main = ((site / f"notebooks/{name}.html").read_text() for name in ("04_xla", "04_xla-main-env"))
+    assert "compiled on xla:0" in xla and "XLA-lane" in text_of(xla) and "torch_xla 2.9.0" in text_of(xla)
+    assert "lane: main environment" in main and "compiled on xla:0" not in main
+    assert 'href="04_xla-main-env.html"' in xla and 'href="04_xla.html"' in main
+
+
+def test_launch_links_point_at_the_configured_repository(site):
+    settings = sync.course_settings()
+    for name in PAGES:
+        page = (site / "notebooks" / f"{name}.html").read_text()
+        links = sync.launch_links(name.removesuffix("-main-env"), settings)
+        assert links["colab"].startswith(f"https://colab.research.google.com/github/"
+                                         f"{settings['repo'].removeprefix('https://github.com/')}/blob/"
+                                         f"{settings['branch']}/notebooks/")
+        for url in links.values():
+            assert page.count(f'href="{url}"') >= 2, (name, url)  # the page's buttons and the header's menu
+        assert "colab-badge.svg" not in page  # the badge images would be fetched from the internet
+
+
+def test_measurements_page_lists_every_run_and_no_none(site):
+    page = text_of((site / "measurements.html").read_text())
+    for title in ("00 · Intro", "01 · Words", "03 · Broken", "04 · XLA"):
+        assert title in page
+    assert page.count("ok") >= 4 and "failed" in page and "ValueError: boom" in page
+    assert "40.0 s of 35 s" in page and "over budget" in page and "3.0 s of 10 s" in page
+    assert "XLA lane" in page and "not run" in page  # compiles: measured in the XLA lane only
+    assert "workers=0: 900" in page and "workers=2" not in page  # a dict entry that did not run is left out
+    assert "torch_xla 2.9.0" in page and "logical_cpus 2" in page
+    assert (site / "_images" / "curve.png").exists() or "curve.png" in page
+    for name in ("measurements.html", "index.html"):
+        assert not re.search(r"\bNone\b", text_of((site / name).read_text())), name
+
+
+def test_front_page_has_the_readme_table_and_planned_links_are_text(site):
+    index = (site / "index.html").read_text()
+    assert 'href="notebooks/00_intro.html"' in index and "Four ways to use it" in text_of(index)
+    assert "planned" in text_of(index) and "02_planned" not in index
+    intro = (site / "notebooks/00_intro.html").read_text()
+    assert "02 · Planned" in text_of(intro) and "02_planned" not in intro
+    assert 'href="01_words.html"' in intro
+
+
+def test_nothing_is_fetched_from_the_internet(site):
+    fetched = re.compile(r"<(?:script|img|iframe)[^>]+src=\"(?:https?:)?//|<link[^>]+rel=\"(?:stylesheet|preload)\""
+                         r"[^>]+href=\"(?:https?:)?//|@import\s+url\(\s*['\"]?(?:https?:)?//")
+    for path in site.rglob("*"):
+        if path.suffix in (".html", ".css"):
+            assert not fetched.search(path.read_text()), path
+
+
+@pytest.mark.parametrize("bad", ["[typo](00_intro_typo.ipynb)", "![plot](missing.png)", "{doc}`no_such_page`"])
+def test_a_broken_reference_fails_the_build(tmp_path, bad):
+    out = fake_course(tmp_path)
+    nb = nbformat.read(out / "executed/01_words.ipynb", as_version=4)
+    nb.cells.append(_md(bad))
+    nbformat.write(nb, out / "executed/01_words.ipynb")
+    with pytest.raises(course_site.SiteBuildError, match="01_words"):
+        course_site.build(out, repo_root=tmp_path)
+
+
+def test_the_xla_lane_runs_in_the_other_python_and_a_missing_one_fails(tmp_path):
+    runner = load_build_script("run_course")
+    notebooks = tmp_path / "notebooks"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('output_dir = ""', metadata={
+        "tags": ["parameters"]}), nbformat.v4.new_code_cell(
+        "import json, os, pathlib\n"
+        "pathlib.Path(output_dir, 'results.json').write_text(json.dumps({'pjrt': os.environ.get('PJRT_DEVICE')}))")],
+        metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}),
+        notebooks.mkdir() or notebooks / "04_lane.ipynb")
+    runs = runner.run_xla_lane(Path(sys.executable), [notebooks / "04_lane.ipynb"], tmp_path / "out", {})
+    assert [(r.name, r.lane, r.status, r.budget_s) for r in runs] == [("04_lane", "xla", "ok", None)]
+    assert runs[0].executed == "xla/executed/04_lane.ipynb"
+    assert json.loads((tmp_path / "out" / runs[0].results).read_text()) == {"pjrt": "CPU"}
+    missing = runner.run_xla_lane(tmp_path / "no-python", [notebooks / "04_lane.ipynb"], tmp_path / "out2", {})
+    assert missing[0].status == "failed" and "XLA lane did not run" in missing[0].error
+
+
+# ---- the browser check: headless Chromium driven over the DevTools protocol on a pipe (no network, no port) ----
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Browser:
+    """Just enough of the Chrome DevTools Protocol: open a page, collect its errors, evaluate JavaScript."""
+
+    def __init__(self, profile: Path):
+        to_chrome, self._write = os.pipe()
+        self._read, from_chrome = os.pipe()
+
+        def wire() -> None:  # chromium reads commands on fd 3 and writes replies on fd 4
+            os.dup2(to_chrome, 3)
+            os.dup2(from_chrome, 4)
+            os.set_inheritable(3, True)
+            os.set_inheritable(4, True)
+
+        self.proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                      "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
+                                     pass_fds=(3, 4), preexec_fn=wire, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        os.close(to_chrome)
+        os.close(from_chrome)
+        self._buffer, self._id, self.events = b"", 0, []
+        target = self.call("Target.createTarget", url="about:blank")["targetId"]
+        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            self.call(f"{domain}.enable", session=True)
+
+    def _message(self, deadline: float) -> dict:
+        while b"\0" not in self._buffer:
+            ready, _, _ = select.select([self._read], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError("chromium did not answer")
+            chunk = os.read(self._read, 1 << 16)
+            if not chunk:
+                raise RuntimeError("chromium closed the pipe")
+            self._buffer += chunk
+        raw, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(raw)
+
+    def call(self, method: str, session: bool = False, timeout: float = 30, **params) -> dict:
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self._write, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._message(deadline)
+            if reply.get("id") == self._id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_for(self, method: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._message(deadline))
+
+    def open(self, url: str) -> list[str]:
+        """Load `url`; return its errors: exceptions, console.error, failed loads, error log entries."""
+        self.events.clear()
+        self.call("Page.navigate", session=True, url=url)
+        self.wait_for("Page.loadEventFired")
+        self.evaluate("new Promise(r => setTimeout(r, 500))")  # let deferred scripts run
+        errors = []
+        for event in self.events:
+            method, params = event.get("method"), event.get("params", {})
+            if method == "Runtime.exceptionThrown":
+                errors.append(params["exceptionDetails"].get("exception", {}).get("description", str(params)))
+            elif method == "Runtime.consoleAPICalled" and params["type"] in ("error", "assert"):
+                errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
+            elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+                errors.append(f"{params['entry']['text']} {params['entry'].get('url', '')}")
+            elif method == "Network.loadingFailed" and not params.get("canceled"):
+                errors.append(f"load failed: {params.get('errorText')}")
+        return errors
+
+    def evaluate(self, expression: str):
+        result = self.call("Runtime.evaluate", session=True, expression=expression, awaitPromise=True,
+                           returnByValue=True)
+        return result["result"].get("value")
+
+    def close(self) -> None:
+        try:
+            self.call("Browser.close", timeout=5)
+        except (TimeoutError, RuntimeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._read)
+        os.close(self._write)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium here (Debian: apt-get install chromium)")
+def test_pages_render_without_console_errors_and_search_finds_notebook_01(site, tmp_path):
+    browser = Browser(tmp_path / "profile")
+    try:
+        for page in ("index.html", "notebooks/00_intro.html", "measurements.html"):
+            assert browser.open((site / page).as_uri()) == [], page
+        assert browser.evaluate("document.title").endswith("Accelerate on free notebooks")
+        browser.open((site / "search.html").as_uri() + f"?q={SEARCH_WORD}")
+        found = []
+        for _ in range(50):
+            found = browser.evaluate("Array.from(document.querySelectorAll('#search-results a'), a => a.href)")
+            if found:
+                break
+            time.sleep(0.1)
+        assert any(href.split("#")[0].endswith("notebooks/01_words.html") for href in found), found
+    finally:
+        browser.close()
