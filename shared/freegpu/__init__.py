@@ -8,6 +8,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
   imported only when asked for (`from freegpu.train import train_accelerate`)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
+- `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
 - `notebook`: the opening of notebooks 01-06 (what notebook 00 does step by step)
 """
 
@@ -18,6 +19,7 @@ from . import (
     checks,
     data,
     hardware,
+    kaggle,
     launch,
     measure,
     models,
@@ -26,7 +28,9 @@ from . import (
     precision,
     profile,
     results,
+    resume,
     software,
+    wheelhouse,
     xla,
 )
 
@@ -35,5 +39,5 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checkpoint", "checks", "data", "hardware", "launch", "measure", "models", "notebook", "platform",
-           "precision", "profile", "results", "software", "train", "xla", "__version__"]
+__all__ = ["checkpoint", "checks", "data", "hardware", "kaggle", "launch", "measure", "models", "notebook", "platform",
+           "precision", "profile", "results", "resume", "software", "train", "wheelhouse", "xla", "__version__"]

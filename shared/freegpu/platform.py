@@ -19,6 +19,7 @@ __all__ = [
     "detect_platform",
     "platform_dirs",
     "resolve_output_dir",
+    "rehearsal_dirs",
     "has_internet",
     "read_only_input",
 ]
@@ -156,6 +157,19 @@ def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None
         path = platform_dirs(info or detect_platform()).working_dir / notebook
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
+
+
+def rehearsal_dirs(info: PlatformInfo, root: Path) -> PlatformDirs:
+    """The folders `platform_dirs(info)` gives on that platform, moved under `root`.
+
+    Rehearse a Kaggle batch run's file layout (input, working, scratch) on any machine (notebook 06).
+    """
+    import dataclasses
+
+    dirs = platform_dirs(info)
+    moved = {f: Path(root) / getattr(dirs, f).relative_to(getattr(dirs, f).anchor)
+             for f in ("input_dir", "working_dir", "scratch_dir")}
+    return dataclasses.replace(dirs, **moved)
 
 
 def read_only_input(path: Path) -> Path | None:

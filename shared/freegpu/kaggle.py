@@ -1,0 +1,117 @@
+"""Commit a notebook to Kaggle from the command line: `kernel-metadata.json`, its checks, the commands.
+
+Introduced in notebook 06 (Kaggle commit workflow); `build/run_course.py` writes one bundle per notebook with it.
+The fields and their checks follow the `kaggle` CLI 2.2.5 (`kaggle_api_extended.py: kernels_push`), which
+validates a folder the same way before it sends anything. Nothing here needs the CLI or a network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+__all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "write_kernel_bundle",
+           "dataset_metadata", "kaggle_commands"]
+
+# What to ask `machine_shape` for. Without it, `enable_gpu: true` alone gets a P100, which Kaggle has retired
+# (its image has no sm_60 kernels; the CLI warns and the session runs elsewhere): always name the shape.
+MACHINE_SHAPES = {"gpu": "NvidiaTeslaT4", "tpu": "TpuV5E8", "cpu": None}  # T4 x2 (no single T4); TPU v5e-8
+RETIRED_SHAPES = {"nvidiateslap100", "tpuv38", "tpu1vmv38", "tpuv232", "tpuv2256"}
+_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
+def slugify(title: str) -> str:
+    """A Kaggle slug for `title`: lowercase letters and digits joined by single hyphens."""
+    return "-".join(re.findall(r"[a-z0-9]+", title.lower()))
+
+
+def kernel_metadata(owner: str, title: str, code_file: str, *, accelerator: str = "gpu",
+                    internet: bool = False, dataset_sources: list[str] | tuple = (),
+                    kernel_sources: list[str] | tuple = (), private: bool = True) -> dict[str, Any]:
+    """The `kernel-metadata.json` for pushing `code_file` (a notebook) as `owner/<slug of title>`.
+
+    `accelerator` is `gpu` (T4 x2), `tpu` (v5e-8) or `cpu`. `internet` defaults to off, the state a batch run
+    should be able to live with; the CLI's own default is on. `kernel_sources` attaches earlier runs' outputs
+    (a previous version of this notebook: where its checkpoints come from).
+    """
+    shape = MACHINE_SHAPES[accelerator]
+    meta = {"id": f"{owner}/{slugify(title)}", "title": title, "code_file": code_file, "language": "python",
+            "kernel_type": "notebook", "is_private": private, "enable_gpu": accelerator == "gpu",
+            "enable_tpu": accelerator == "tpu", "enable_internet": internet,
+            "dataset_sources": list(dataset_sources), "competition_sources": [],
+            "kernel_sources": list(kernel_sources), "model_sources": []}
+    if shape:
+        meta["machine_shape"] = shape
+    return meta
+
+
+def _source_problems(field: str, sources: Any) -> list[str]:
+    if not isinstance(sources, list):
+        return [f"{field} must be a list"]
+    return [f"{field}: {s!r} is not owner/slug[/version]" for s in sources
+            if not isinstance(s, str) or not 2 <= len(s.split("/")) <= 3 or not all(s.split("/")[:2])]
+
+
+def validate_kernel_metadata(meta: dict[str, Any], folder: Path | None = None) -> list[str]:
+    """What `kaggle kernels push` would reject in `meta` (and `folder`, if given), plus what would waste a run.
+
+    Returns the problems; an empty list means valid. Beyond the CLI's checks: the slug must be well formed and
+    match the title, `machine_shape` must not be retired (P100, TPU v2/v3), and a GPU or TPU must be named.
+    """
+    problems = []
+    title, kernel_id, code_file = meta.get("title") or "", meta.get("id") or "", meta.get("code_file") or ""
+    if len(title) < 5:
+        problems.append("title must be at least five characters")
+    if not code_file:
+        problems.append("code_file is missing")
+    elif folder is not None and not (Path(folder) / code_file).is_file():
+        problems.append(f"code_file {code_file!r} is not in {folder}")
+    parts = kernel_id.split("/")
+    if len(parts) != 2 or not all(parts):
+        problems.append(f"id {kernel_id!r} must be owner/slug, without a version")
+    elif not _SLUG.fullmatch(parts[1]) or parts[1] != slugify(title):
+        problems.append(f"id slug {parts[1]!r} must be the slug of the title, {slugify(title)!r}")
+    if meta.get("language") not in ("python", "r", "rmarkdown"):
+        problems.append("language must be python, r or rmarkdown")
+    if meta.get("kernel_type") not in ("script", "notebook"):
+        problems.append("kernel_type must be script or notebook")
+    for field in ("dataset_sources", "kernel_sources"):
+        problems += _source_problems(field, meta.get(field, []))
+    if meta.get("docker_image_pinning_type") not in (None, "original", "latest"):
+        problems.append("docker_image_pinning_type must be original or latest")
+    shape = meta.get("machine_shape")
+    if shape and shape.lower() in RETIRED_SHAPES:
+        problems.append(f"machine_shape {shape!r} is retired; use {MACHINE_SHAPES['gpu']} or {MACHINE_SHAPES['tpu']}")
+    if (meta.get("enable_gpu") or meta.get("enable_tpu")) and not shape:
+        problems.append("enable_gpu/enable_tpu without machine_shape gets a retired P100 or TPU; name the shape")
+    return problems
+
+
+def write_kernel_bundle(notebook: Path, folder: Path, meta: dict[str, Any]) -> Path:
+    """Copy `notebook` into `folder` as `meta['code_file']` and write `kernel-metadata.json` beside it.
+
+    Refuses metadata that `validate_kernel_metadata` rejects. The folder is what `kaggle kernels push -p` takes.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(notebook, folder / meta["code_file"])
+    problems = validate_kernel_metadata(meta, folder)
+    if problems:
+        raise ValueError(f"kernel-metadata.json for {notebook.name}: " + "; ".join(problems))
+    path = folder / "kernel-metadata.json"
+    path.write_text(json.dumps(meta, indent=2) + "\n")
+    return path
+
+
+def dataset_metadata(owner: str, title: str) -> dict[str, Any]:
+    """The `dataset-metadata.json` that `kaggle datasets create -p` needs (a private dataset, CC0)."""
+    return {"title": title, "id": f"{owner}/{slugify(title)}", "licenses": [{"name": "CC0-1.0"}]}
+
+
+def kaggle_commands(kernel_id: str, folder: str, output: str) -> list[str]:
+    """The CLI commands of one commit: push, watch, read the log, fetch the output, check the quota."""
+    return [f"kaggle kernels push -p {folder}", f"kaggle kernels status {kernel_id}",
+            f"kaggle kernels logs {kernel_id}", f"kaggle kernels output {kernel_id} -p {output}", "kaggle quota"]

@@ -1,0 +1,135 @@
+"""Training that stops and resumes with nothing lost: atomic checkpoints, a time budget, an output budget.
+
+Introduced in notebook 06 (Kaggle commit workflow), which first shows `accelerator.save_state` / `load_state`
+themselves and then uses these helpers in its training script. Works in one process or several (every process
+calls `save_checkpoint`; only the main one creates, renames and deletes folders).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["checkpoint_step", "list_checkpoints", "latest_checkpoint", "save_checkpoint", "TimeBudget",
+           "dir_bytes", "check_save_fits", "plan_epochs"]
+
+_NAME = re.compile(r"step_(\d+)")
+
+
+def checkpoint_step(path: Path | str) -> int | None:
+    """The training step a checkpoint folder `step_<N>` was saved at; `None` for any other name (temp folders)."""
+    match = _NAME.fullmatch(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
+def list_checkpoints(folder: Path | str) -> list[Path]:
+    """The published checkpoints in `folder`, oldest first; folders still being written (`.step_N.tmp`) are skipped."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if p.is_dir() and checkpoint_step(p) is not None]
+    return sorted(found, key=checkpoint_step)
+
+
+def latest_checkpoint(*folders: Path | str) -> Path | None:
+    """The checkpoint with the highest step across `folders` (say, this run's and a previous version's), or `None`."""
+    found = [p for folder in folders for p in list_checkpoints(folder)]
+    return max(found, key=checkpoint_step) if found else None
+
+
+def save_checkpoint(accelerator, folder: Path | str, step: int, total_limit: int,
+                    written: Callable[[Path], None] | None = None) -> Path:
+    """`accelerator.save_state` into `folder/.step_<step>.tmp`, then rename it to `folder/step_<step>`.
+
+    A kill at any moment leaves either no `step_<step>` or a complete one: `latest_checkpoint` never picks a
+    half-written folder. Older checkpoints beyond `total_limit` are deleted only after the new one is published
+    (Accelerate's automatic naming deletes first and writes in place). `written(tmp)` runs after the files are
+    written and before the rename. Returns the published folder.
+    """
+    folder = Path(folder)
+    target, tmp = folder / f"step_{step}", folder / f".step_{step}.tmp"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)  # left by a run killed while saving
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        if written is not None:
+            written(tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)  # one rename on one file system: atomic
+        for old in list_checkpoints(folder)[:-total_limit]:
+            shutil.rmtree(old)
+    accelerator.wait_for_everyone()
+    return target
+
+
+class TimeBudget:
+    """Seconds this process may still train; `stop_now` says when one more step and a save would not fit.
+
+    Kaggle ends a session at a hard limit without warning: give the training script the time that is left, minus a
+    margin, and let it save and exit cleanly instead of being cut off.
+    """
+
+    def __init__(self, seconds: float):
+        self.seconds, self._start = seconds, time.monotonic()
+        self.slowest_step_s = self.slowest_save_s = 0.0
+
+    def remaining(self) -> float:
+        return self.seconds - (time.monotonic() - self._start)
+
+    def timed_step(self, seconds: float) -> None:
+        self.slowest_step_s = max(self.slowest_step_s, seconds)
+
+    def timed_save(self, seconds: float) -> None:
+        self.slowest_save_s = max(self.slowest_save_s, seconds)
+
+    def stop_now(self) -> bool:
+        """Whether the slowest step seen plus the slowest save seen would run past the budget."""
+        return self.remaining() < self.slowest_step_s + self.slowest_save_s
+
+
+def dir_bytes(path: Path | str) -> int:
+    """Bytes of all regular files under `path` (links not followed): what a Kaggle version would keep of it."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            file = Path(root) / name
+            if not file.is_symlink():
+                total += file.stat().st_size
+    return total
+
+
+def check_save_fits(output_dir: Path | str, save_bytes: int, budget_bytes: int | None) -> str | None:
+    """Why a save of `save_bytes` into `output_dir` must not start, or `None` if it fits.
+
+    `budget_bytes` is the platform's cap on the output folder (Kaggle: 20 GB for the working folder); `None` means
+    no cap, and then only the free disk space counts.
+    """
+    used = dir_bytes(output_dir)
+    free = shutil.disk_usage(output_dir).free
+    if save_bytes > free:
+        return f"the save needs {save_bytes:,} bytes and the disk has {free:,} free"
+    if budget_bytes is not None and used + save_bytes > budget_bytes:
+        return (f"{used:,} bytes already used + {save_bytes:,} for the save = {used + save_bytes:,}, "
+                f"over the output budget of {budget_bytes:,} bytes")
+    return None
+
+
+def plan_epochs(epoch_s: float, setup_s: float, session_s: float, weekly_quota_s: float,
+                margin: float = 0.2) -> dict[str, int]:
+    """How many epochs fit in one session and in a week's quota, keeping `margin` of each for re-runs and saves.
+
+    `epoch_s` and `setup_s` are measured (time per epoch with checkpointing, and start-up before the first step).
+    """
+    usable = session_s * (1 - margin) - setup_s
+    per_session = max(0, math.floor(usable / epoch_s))
+    sessions = math.floor(weekly_quota_s * (1 - margin) / session_s) if per_session else 0
+    return {"epochs_per_session": per_session, "full_sessions_per_week": sessions,
+            "epochs_per_week": per_session * sessions}

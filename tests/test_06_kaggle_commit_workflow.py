@@ -1,0 +1,249 @@
+"""Notebook 06 (Kaggle commit workflow) and its helpers: freegpu.resume, freegpu.kaggle, freegpu.wheelhouse."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from freegpu import kaggle, resume, wheelhouse
+from freegpu.platform import PlatformInfo, platform_dirs, rehearsal_dirs
+
+NAME = "06_kaggle_commit_workflow"
+
+
+# ---------------------------------------------------------------- the notebook, executed once (smoke, CPU, offline)
+
+@pytest.fixture(scope="module")
+def nb06(executed, course_out):
+    record, results = executed(NAME)
+    return record, results, course_out / "results" / NAME
+
+
+@pytest.mark.notebook
+def test_06_kill_and_resume_is_exact(nb06):
+    _, r, out = nb06
+    p = r["parameters"]
+    assert r["steps_per_epoch"] == math.ceil(1438 / p["batch_size"])  # the digits' train split, 1438 images
+    assert r["killed_exit_status"] == -9  # SIGKILL from the notebook
+    assert r["killed_at_step"] == p["kill_at_step"] < r["steps_per_epoch"]  # mid-epoch
+    last_checkpoint = p["kill_at_step"] // p["checkpointing_steps"] * p["checkpointing_steps"]
+    assert r["checkpoints_after_kill"] == [f"step_{last_checkpoint}"]
+    assert r["resumed_from_checkpoint"] == f"step_{last_checkpoint}"
+    assert r["resume_max_abs_weight_diff"] == 0.0
+    assert "accelerator.load_state(" in (out / "train_resumable.py").read_text()
+
+
+@pytest.mark.notebook
+def test_06_automatic_naming_pitfalls(nb06):
+    _, r, _ = nb06
+    limit = r["parameters"]["total_limit"]
+    assert r["checkpoint_files"] == ["model.safetensors", "optimizer.bin", "random_states_0.pkl"]
+    assert r["automatic_naming_kept"] == [f"checkpoint_{i}" for i in range(1, limit + 1)]
+    assert r["counter_after_load"] == 0  # load_state does not restore the save counter
+    assert r["automatic_naming_after_resume"] == ["checkpoint_0", f"checkpoint_{limit}"]
+    assert "already exists" in r["counter_error"]
+    assert r["half_written_error"].startswith("FileNotFoundError") and "optimizer.bin" in r["half_written_error"]
+
+
+@pytest.mark.notebook
+def test_06_kill_during_save_and_output_budget(nb06):
+    _, r, out = nb06
+    p = r["parameters"]
+    step = p["checkpointing_steps"]
+    assert r["kill_during_save_exit_status"] == -9
+    assert r["kill_during_save_left"] == [f".step_{2 * step}.tmp", f"step_{step}"]
+    assert r["kill_during_save_loaded"] == f"step_{step}" and r["kill_during_save_recovered"] is True
+    assert r["checkpoints_kept"] == p["total_limit"]
+    saved_steps = range(step, r["parameters"]["num_epochs"] * r["steps_per_epoch"] + 1, step)
+    assert sorted(x.name for x in (out / "killed" / "checkpoints").iterdir()) == [
+        f"step_{s}" for s in saved_steps[-p["total_limit"]:]]  # the newest total_limit, nothing else
+    assert r["checkpoint_bytes"] == resume.dir_bytes(out / "killed_mid_save" / "checkpoints" / f"step_{step}")
+    assert r["checkpoint_bytes"] > 4 * 64 * p["hidden_size"]  # at least the fp32 weights of the first layer
+    assert r["output_dir_bytes"] >= r["checkpoints_kept"] * r["checkpoint_bytes"]
+    assert r["output_budget_bytes"] is None  # no cap outside Kaggle
+    assert r["budget_guard_refused"] is True and f"{r['output_dir_bytes']:,} bytes already used" in \
+        r["budget_guard_reason"]
+    assert not (out / "killed_mid_save" / "checkpoints" / "step_999").exists()  # the refused save wrote nothing
+
+
+@pytest.mark.notebook
+def test_06_time_budget_and_commit_rehearsal(nb06):
+    _, r, out = nb06
+    stop = r["time_budget_stop"]
+    assert stop["event"] == "time_budget" and 0 < stop["step"] < 2 * r["steps_per_epoch"]
+    assert stop["remaining_s"] < r["parameters"]["time_budget_s"]
+    assert r["commit_resumed_from"] == stop["checkpoint"] == f"step_{stop['step']}"
+    assert r["commit_max_abs_weight_diff"] == 0.0
+    rehearsal = out / "rehearsal" / "kaggle"
+    attached = rehearsal / "input" / "06-kaggle-commit-workflow" / NAME / "train" / "checkpoints"
+    assert (attached / stop["checkpoint"]).is_dir()
+    assert (rehearsal / "working" / NAME / "train" / "final" / "model.safetensors").is_file()
+
+
+@pytest.mark.notebook
+def test_06_kernel_metadata_and_wheelhouse(nb06):
+    _, r, out = nb06
+    meta = r["kernel_metadata"]
+    assert r["kernel_metadata_valid"] is True and meta["machine_shape"] == "NvidiaTeslaT4"
+    assert meta["enable_internet"] is False and meta["dataset_sources"] == ["your-kaggle-username/freegpu-wheelhouse"]
+    assert any("P100" in problem for problem in r["article_metadata_problems"])
+    bundle = out / "kaggle" / "06-kaggle-commit-workflow"
+    assert json.loads((bundle / "kernel-metadata.json").read_text()) == meta
+    assert kaggle.validate_kernel_metadata(meta, bundle) == []
+    assert r["wheelhouse_files"] == ["freegpu-0.1.0-py3-none-any.whl"]
+    assert r["wheelhouse_missing_requirements"] == []
+    assert r["wheelhouse_install_ok"] is True
+    assert json.loads((out / "wheelhouse" / "dataset-metadata.json").read_text())["id"] == meta["dataset_sources"][0]
+
+
+@pytest.mark.notebook
+def test_06_quota_plan(nb06):
+    _, r, _ = nb06
+    p = r["parameters"]
+    assert len(r["setup_s"]) == 4 and all(s > 0 for s in r["setup_s"])
+    assert r["median_step_ms"] > 0 and r["epoch_s"] > r["median_step_ms"] / 1000
+    plan = resume.plan_epochs(r["epoch_s"], statistics.median(r["setup_s"]), p["session_hours"] * 3600,
+                              p["weekly_quota_hours"] * 3600)
+    assert r["quota_plan"] == plan and r["epochs_per_session"] == plan["epochs_per_session"] > 0
+
+
+# ---------------------------------------------------------------- helpers against oracles
+
+def _accelerator_with_model(seed=0):
+    import torch
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(4, 2)
+    model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters()))
+    return accelerator, model
+
+
+def test_save_checkpoint_rotates_after_publishing(tmp_path):
+    accelerator, _ = _accelerator_with_model()
+    for step in (10, 20, 30):
+        resume.save_checkpoint(accelerator, tmp_path, step, total_limit=2)
+    assert [p.name for p in resume.list_checkpoints(tmp_path)] == ["step_20", "step_30"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_20", "step_30"]  # no temp folder left
+
+
+def test_a_save_that_dies_publishes_nothing(tmp_path):
+    accelerator, _ = _accelerator_with_model()
+    resume.save_checkpoint(accelerator, tmp_path, 10, total_limit=2)
+
+    def die(tmp):
+        assert (tmp / "model.safetensors").is_file()  # written, not yet published
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        resume.save_checkpoint(accelerator, tmp_path, 20, total_limit=1, written=die)
+    assert resume.latest_checkpoint(tmp_path).name == "step_10"  # the old one is still there: nothing deleted
+    assert (tmp_path / ".step_20.tmp").is_dir()
+    resume.save_checkpoint(accelerator, tmp_path, 20, total_limit=1)  # the next save clears the leftover
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_20"]
+
+
+def test_latest_checkpoint_across_folders(tmp_path):
+    for folder, step in (("a", 5), ("a", 30), ("b", 12), ("b", 40)):
+        (tmp_path / folder / f"step_{step}").mkdir(parents=True)
+    (tmp_path / "b" / ".step_50.tmp").mkdir()
+    (tmp_path / "b" / "step_x").mkdir()
+    assert resume.latest_checkpoint(tmp_path / "a", tmp_path / "b", tmp_path / "missing").name == "step_40"
+    assert resume.latest_checkpoint(tmp_path / "missing") is None
+    assert resume.checkpoint_step("step_007") == 7 and resume.checkpoint_step(".step_7.tmp") is None
+
+
+def test_loaded_checkpoint_restores_weights(tmp_path):
+    accelerator, model = _accelerator_with_model(seed=0)
+    saved = resume.save_checkpoint(accelerator, tmp_path, 3, total_limit=1)
+    other, other_model = _accelerator_with_model(seed=1)
+    other.load_state(str(saved))
+    assert all((a == b).all() for a, b in zip(model.parameters(), other_model.parameters(), strict=True))
+
+
+def test_time_budget_stops_when_a_step_and_a_save_would_not_fit():
+    budget = resume.TimeBudget(10.0)
+    assert not budget.stop_now()  # nothing measured yet: take one step
+    budget.timed_step(2.0)
+    budget.timed_save(3.0)
+    assert not budget.stop_now()  # about 10 s left > 5 s
+    assert resume.TimeBudget(4.0).stop_now() is False
+    tight = resume.TimeBudget(4.0)
+    tight.timed_step(2.0)
+    tight.timed_save(3.0)
+    assert tight.stop_now() is True
+
+
+def test_check_save_fits(tmp_path):
+    (tmp_path / "a.bin").write_bytes(b"x" * 1000)
+    assert resume.dir_bytes(tmp_path) == 1000
+    assert resume.check_save_fits(tmp_path, 500, None) is None
+    assert resume.check_save_fits(tmp_path, 500, 1500) is None
+    reason = resume.check_save_fits(tmp_path, 501, 1500)
+    assert "1,000 bytes already used + 501" in reason and "1,500" in reason
+    assert "free" in resume.check_save_fits(tmp_path, 10**18, None)
+
+
+def test_plan_epochs():
+    hour = 3600
+    assert resume.plan_epochs(hour, 0, 12 * hour, 30 * hour) == {
+        "epochs_per_session": 9, "full_sessions_per_week": 2, "epochs_per_week": 18}  # 80% of 12 h, of 30 h
+    assert resume.plan_epochs(20 * hour, 0, 12 * hour, 30 * hour)["epochs_per_week"] == 0
+
+
+def test_kaggle_metadata_is_valid_and_names_the_shape(tmp_path):
+    meta = kaggle.kernel_metadata("me", "06 Kaggle commit workflow", "nb.ipynb", dataset_sources=["me/wheels"])
+    assert meta["id"] == "me/06-kaggle-commit-workflow" and meta["machine_shape"] == "NvidiaTeslaT4"
+    assert kaggle.validate_kernel_metadata(meta) == []
+    assert kaggle.kernel_metadata("me", "TPU run", "nb.ipynb", accelerator="tpu")["machine_shape"] == "TpuV5E8"
+    assert "machine_shape" not in kaggle.kernel_metadata("me", "CPU run", "nb.ipynb", accelerator="cpu")
+    assert "is not in" in kaggle.validate_kernel_metadata(meta, tmp_path)[0]
+    notebook = tmp_path / "06.ipynb"
+    notebook.write_text("{}")
+    written = kaggle.write_kernel_bundle(notebook, tmp_path / "bundle", meta)
+    assert json.loads(written.read_text()) == meta and (tmp_path / "bundle" / "nb.ipynb").is_file()
+
+
+@pytest.mark.parametrize(("change", "problem"), [
+    ({"machine_shape": "NvidiaTeslaP100"}, "retired"),
+    ({"machine_shape": None}, "without machine_shape"),
+    ({"title": "abc"}, "five characters"),
+    ({"id": "me/06-kaggle-commit-workflow/3"}, "without a version"),
+    ({"id": "me/other-slug"}, "slug of the title"),
+    ({"language": "julia"}, "language"),
+    ({"kernel_type": "app"}, "kernel_type"),
+    ({"dataset_sources": ["no-owner"]}, "dataset_sources"),
+    ({"kernel_sources": "me/x"}, "must be a list"),
+    ({"docker_image_pinning_type": "newest"}, "docker_image_pinning_type"),
+    ({"code_file": ""}, "code_file"),
+])
+def test_kaggle_metadata_problems(change, problem):
+    meta = {**kaggle.kernel_metadata("me", "06 Kaggle commit workflow", "nb.ipynb"), **change}
+    assert any(problem in p for p in kaggle.validate_kernel_metadata(meta))
+
+
+def test_kaggle_commands_and_dataset_metadata():
+    assert kaggle.dataset_metadata("me", "freegpu wheelhouse") == {
+        "title": "freegpu wheelhouse", "id": "me/freegpu-wheelhouse", "licenses": [{"name": "CC0-1.0"}]}
+    commands = kaggle.kaggle_commands("me/x-y", "bundle", "outputs")
+    assert commands[0] == "kaggle kernels push -p bundle" and "kaggle kernels output me/x-y -p outputs" in commands
+
+
+def test_wheelhouse_helpers():
+    assert wheelhouse.project_source() == Path(__file__).resolve().parents[1]  # an editable install of this tree
+    assert wheelhouse.missing_requirements() == []  # this environment has freegpu's dependencies
+    assert wheelhouse.project_source("pip") is None  # installed from an index, not a folder
+    assert wheelhouse.project_source("no-such-distribution") is None
+
+
+def test_rehearsal_dirs_are_kaggles_under_a_root(tmp_path):
+    kaggle_batch = PlatformInfo("kaggle", True, False, "test")
+    real, moved = platform_dirs(kaggle_batch), rehearsal_dirs(kaggle_batch, tmp_path)
+    for field in ("input_dir", "working_dir", "scratch_dir"):
+        assert getattr(moved, field) == tmp_path / getattr(real, field).relative_to("/")
+    assert moved.output_budget_bytes == real.output_budget_bytes == 20 * 1000**3
