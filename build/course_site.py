@@ -17,6 +17,7 @@ text; any other unresolved link fails. Launch links come from build/sync_noteboo
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import importlib.util
 import json
 import re
@@ -61,10 +62,23 @@ def _sync_module():
     return module
 
 
+MACHINE_LABELS = {"os": "OS", "python": "Python", "cpu": "CPU", "logical_cpus": "logical CPUs",
+                  "usable_cpus": "usable CPUs", "ram_gib": "RAM GiB"}
+
+
+def escape(text: str) -> str:
+    """Text shown as itself in MyST markdown (a measured string may hold `*`, `_`, `<`, `|` or a role's braces)."""
+    return re.sub(r"([\\`*_\[\]<>{}|$])", r"\\\1", text.replace("\n", " "))
+
+
 def _format(value: Any) -> str:
+    """A measured value for a table cell; a dict of dicts reads as `key: (inner values); ...`."""
     from freegpu.results import format_value
 
-    return format_value(value).replace("|", "\\|").replace("\n", " ")
+    if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+        return escape("; ".join(f"{k}: ({format_value(v)})" if isinstance(v, dict) else f"{k}: {format_value(v)}"
+                                for k, v in value.items()))
+    return escape(format_value(value))
 
 
 def measured(value: Any) -> Any:
@@ -117,7 +131,7 @@ def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
         label = "the XLA-lane execution" if other.run.get("lane") == "xla" else "the main-environment run"
         lines.append(f"Compare with [{label}]({Path(other.docname).name}.ipynb).")
     if run.get("error"):
-        lines.append(f"The run failed: `{run['error'].splitlines()[0][:300]}`")
+        lines.append(f"The run failed: {escape(run['error'].splitlines()[0][:300])}")
     return ":::{note}\n:class: run-note\n" + "\n\n".join(lines) + "\n:::"
 
 
@@ -183,10 +197,12 @@ def measurements_page(out_root: Path, summary: dict, titles: dict[str, str], src
              "papermill; wall time is the whole notebook (kernel start included), peak memory is the resident "
              "memory of the kernel and everything it started. Budgets are benchmarks, not limits."]
     if summary.get("built_at"):
-        lines += ["", f"Built {summary['built_at']}."]
+        built = dt.datetime.fromisoformat(summary["built_at"]).astimezone(dt.UTC)
+        lines += ["", f"Built {built:%Y-%m-%d %H:%M} UTC."]
     machine = measured(summary.get("machine")) or {}
     if machine:
-        lines += ["", "**Machine:** " + "; ".join(f"{k} {_format(v)}" for k, v in machine.items()) + "."]
+        lines += ["", "**Machine:** " + "; ".join(f"{MACHINE_LABELS.get(k, escape(k))} {_format(v)}"
+                                                  for k, v in machine.items()) + "."]
     lines += ["", "| notebook | lane | status | wall time | peak memory |", "|---|---|---|---|---|"]
     for run in runs:
         lane = LANE_TITLES.get(run.get("lane", "main"), run.get("lane"))
@@ -213,10 +229,10 @@ def _notebook_section(out_root: Path, name: str, title: str, runs: list[dict], s
     lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows.items()]
     for run, values, head in zip(runs, results, heads, strict=True):
         if run.get("error"):
-            lines += ["", f"The {head} run failed:", "", "```text", run["error"], "```"]
+            lines += ["", f"The {head} run failed:", "", "````text", run["error"], "````"]
         versions = measured((values or {}).get("versions"))
         if versions:
-            lines += ["", f"Versions ({head}): " + ", ".join(f"{k} {v}" for k, v in versions.items()) + "."]
+            lines += ["", f"Versions ({head}): " + escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "."]
         for plot in _plots(out_root, run, src):
             lines += ["", f"```{{figure}} {plot}", ":width: 90%", "", f"`{Path(plot).name}`, saved by the {head} run",
                       "```"]

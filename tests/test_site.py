@@ -89,7 +89,8 @@ def fake_course(root: Path) -> Path:
               _code("run()", nbformat.v4.new_output("stream", text="lane: compiled on xla:0\n")))
     _results(out, "results/00_intro/results.json", headline=["accuracy"], accuracy=0.93)
     (out / "results/00_intro/curve.png").write_bytes(PNG)
-    _results(out, "results/01_words/results.json", headline=["words", "throughput"], words=3,
+    _results(out, "results/01_words/results.json", headline=["words", "throughput", "label"], words=3,
+             label="a|b *c* <d> {ref}`e`",
              throughput={"workers=0": 900, "workers=2": None})
     _results(out, "results/04_xla/results.json", headline=["best_workers", "compiles"], best_workers=2,
              compiles=None, xla_ran=False)
@@ -162,7 +163,8 @@ def test_measurements_page_lists_every_run_and_no_none(site):
     assert "40.0 s of 35 s" in page and "over budget" in page and "3.0 s of 10 s" in page
     assert "XLA lane" in page and "not run" in page  # compiles: measured in the XLA lane only
     assert "workers=0: 900" in page and "workers=2" not in page  # a dict entry that did not run is left out
-    assert "torch_xla 2.9.0" in page and "logical_cpus 2" in page
+    assert "torch_xla 2.9.0" in page and "logical CPUs 2" in page
+    assert "a|b *c* <d> {ref}`e`" in page  # measured text is shown as it is, never parsed as markup
     assert (site / "_images" / "curve.png").exists() or "curve.png" in page
     for name in ("measurements.html", "index.html"):
         assert not re.search(r"\bNone\b", text_of((site / name).read_text())), name
