@@ -1,0 +1,251 @@
+"""Notebook 02 (mixed precision) and its helpers: freegpu.precision, models.build_row_transformer."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import papermill
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import NOTEBOOK_DIR
+
+from freegpu.hardware import HardwareInfo, TpuInfo, detect_hardware
+from freegpu.measure import SavedTensors
+from freegpu.models import build_row_transformer
+from freegpu.precision import DtypeTrace, measured_mode, pick_mixed_precision, precision_in_effect, scaler_settings
+
+NAME = "02_mixed_precision"
+T4 = "Tesla T4, 15360, 7.5, 550.54"
+P100 = "Tesla P100-PCIE-16GB, 16384, 6.0, 550.54"
+A100 = "NVIDIA A100-SXM4-40GB, 40960, 8.0, 550.54"
+TORCH_SCALER = {"class": "torch.amp.grad_scaler.GradScaler", "enabled": True, "scale": 65536.0,
+                "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000}
+
+
+def gpu(smi: str) -> HardwareInfo:
+    return detect_hardware(environ={}, nvidia_smi=smi, topology="")
+
+
+def cpu() -> HardwareInfo:
+    return detect_hardware(environ={}, nvidia_smi="")
+
+
+def tpu() -> HardwareInfo:
+    return HardwareInfo(2, 1, 8.0, 6.0, tpu=TpuInfo("2.9.0", "TPU", "v5litepod-8", 8))
+
+
+# --- helpers, no kernel ---------------------------------------------------------------------------------------
+
+def test_pick_mixed_precision_turns_cpu_fp16_into_no_with_a_warning():
+    choice = pick_mixed_precision(cpu(), "fp16")
+    assert choice.mode == "no" and "does nothing on a CPU" in choice.warning
+    assert pick_mixed_precision(cpu(), "bf16") == ("bf16", "mixed_precision='bf16' was asked for", None)
+    assert pick_mixed_precision(cpu(), "auto").mode == "no" and pick_mixed_precision(cpu(), "auto").warning is None
+
+
+def test_pick_mixed_precision_on_simulated_gpus_and_tpu():
+    assert pick_mixed_precision(gpu(T4), "auto").mode == "fp16"
+    t4_bf16 = pick_mixed_precision(gpu(T4), "bf16")
+    assert t4_bf16.mode == "bf16" and "no bf16 tensor cores" in t4_bf16.warning and "Tesla T4" in t4_bf16.warning
+    assert pick_mixed_precision(gpu(P100), "auto").mode == "no"
+    assert pick_mixed_precision(gpu(A100), "auto").mode == "bf16"
+    assert pick_mixed_precision(gpu(A100), "bf16").warning is None
+    assert pick_mixed_precision(gpu(A100), "fp16") == ("fp16", "mixed_precision='fp16' was asked for", None)
+    tpu_fp16 = pick_mixed_precision(tpu(), "fp16")
+    assert tpu_fp16.mode == "bf16" and "refuses fp16" in tpu_fp16.warning
+    with pytest.raises(ValueError, match="'fp8'"):
+        pick_mixed_precision(cpu(), "fp8")
+
+
+def test_measured_mode_is_the_mode_that_runs_for_real():
+    assert measured_mode(cpu())[0] == "bf16" and "fp16 would do nothing" in measured_mode(cpu())[1]
+    assert measured_mode(gpu(T4))[0] == "fp16" and "T4" in measured_mode(gpu(T4))[1]
+    assert measured_mode(gpu(f"{T4}\n{T4}"))[0] == "fp16"  # Kaggle's GPU T4 x2
+    assert measured_mode(gpu(A100))[0] == "bf16"
+    assert measured_mode(gpu(f"{A100}\n{T4}"))[0] == "fp16"  # the weakest GPU decides
+    assert measured_mode(tpu())[0] == "bf16"
+
+
+def test_precision_in_effect_detects_a_noop():
+    scaler = torch.amp.GradScaler("cpu")
+    fp16_cpu = SimpleNamespace(mixed_precision="fp16", native_amp=False, scaler=None)
+    fp16_gpu = SimpleNamespace(mixed_precision="fp16", native_amp=True, scaler=scaler)
+    plain = SimpleNamespace(mixed_precision="no", native_amp=False, scaler=None)
+    assert precision_in_effect(fp16_cpu) == {"reports": "fp16", "runs": "no", "native_amp": False, "scaler": None,
+                                             "noop": True}
+    assert precision_in_effect(fp16_gpu)["runs"] == "fp16" and precision_in_effect(fp16_gpu)["noop"] is False
+    assert precision_in_effect(fp16_gpu)["scaler"] == TORCH_SCALER
+    assert precision_in_effect(plain)["noop"] is False
+
+
+def test_a_real_cpu_fp16_accelerator_is_a_noop():
+    """In a fresh process: Accelerate keeps one configuration per process."""
+    code = ("import json; from accelerate import Accelerator; from freegpu.precision import precision_in_effect; "
+            "print(json.dumps(precision_in_effect(Accelerator(mixed_precision='fp16', cpu=True))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    effect = json.loads(done.stdout.strip().splitlines()[-1])
+    assert effect == {"reports": "fp16", "runs": "no", "native_amp": False, "scaler": None, "noop": True}
+
+
+def test_scaler_settings_read_torch_defaults_and_accelerates_factory():
+    from accelerate.utils import get_grad_scaler
+
+    assert scaler_settings(torch.amp.GradScaler("cpu")) == TORCH_SCALER
+    assert scaler_settings(get_grad_scaler()) == TORCH_SCALER
+    custom = scaler_settings(torch.amp.GradScaler("cpu", init_scale=8.0, growth_interval=3))
+    assert custom["scale"] == 8.0 and custom["growth_interval"] == 3
+
+
+def test_dtype_trace_sees_what_autocast_runs():
+    layer = torch.nn.Linear(8, 4)
+    x = torch.randn(5, 8)
+    with DtypeTrace() as fp32:
+        layer(x).sum().backward()
+    assert set(fp32.op_dtypes().values()) == {"float32"} and fp32.count("addmm") == 1
+    with DtypeTrace() as forward, torch.autocast("cpu", dtype=torch.bfloat16):
+        y = layer(x)
+    ops = forward.op_dtypes()
+    assert ops["addmm"] == "bfloat16" and y.dtype == torch.bfloat16
+    assert forward.count("_to_copy(float32->bfloat16)") == 3  # weight, bias and input: temporary copies
+    assert layer.weight.dtype == torch.float32
+    with DtypeTrace() as backward:
+        y.float().sum().backward()
+    assert backward.op_dtypes()["mm"] == "bfloat16" and layer.weight.grad.dtype == torch.float32
+    assert "t" not in backward.op_dtypes() and "view" not in forward.op_dtypes()  # layout ops are left out
+
+
+def test_row_transformer_shapes_and_bf16_oracle():
+    """bf16 autocast changes the loss by rounding only, and keeps at most 0.7 of fp32's saved activations."""
+    torch.manual_seed(0)
+    model = build_row_transformer(8, 8, 32, 2, 10)
+    images, labels = torch.rand(16, 64), torch.randint(0, 10, (16,))
+    assert model(images).shape == (16, 10)
+    with SavedTensors() as saved32:
+        loss32 = F.cross_entropy(model(images), labels)
+    with SavedTensors() as saved16, torch.autocast("cpu", dtype=torch.bfloat16):
+        loss16 = F.cross_entropy(model(images), labels)
+    assert loss16.dtype == torch.float32  # cross-entropy is on autocast's fp32 list
+    assert abs(loss16.item() - loss32.item()) / loss32.item() < 0.02
+    assert saved16.by_dtype.get("bfloat16", 0) > 0 and "bfloat16" not in saved32.by_dtype
+    assert saved16.activation_bytes <= 0.7 * saved32.activation_bytes
+
+
+# --- the notebook -------------------------------------------------------------------------------------------
+
+@pytest.mark.notebook
+def test_02_trace_and_scaling(executed):
+    _, r = executed(NAME)
+    assert "load_digits" in r["data_source"] and r["measured_on"] == "cpu" and r["model_width"] == 64
+    assert r["measured_mode"] == "bf16" and "CPU" in r["measured_mode_reason"]
+    facts = r["format_facts"]
+    assert facts["fp16"]["max"] == 65504.0 and facts["bf16"]["max"] > 3e38 and facts["fp32"]["max"] > 3e38
+    assert facts["fp16"]["eps"] == 2**-10 and facts["bf16"]["eps"] == 2**-7 and facts["fp32"]["eps"] == 2**-23
+    assert facts["fp16"]["smallest_normal"] == 2**-14
+    assert facts["bf16"]["smallest_normal"] == facts["fp32"]["smallest_normal"]  # fp32's exponent range
+    assert [facts[f]["bits"] for f in ("fp32", "fp16", "bf16")] == [32, 16, 16]
+    assert facts["fp16"]["stores"] == {"70000.0": "inf", "1e-08": "0", "1.001": "1.00098"}
+    assert facts["bf16"]["stores"]["1.001"] == "1" and math.isclose(float(facts["bf16"]["stores"]["70000.0"]), 7e4,
+                                                                     rel_tol=0.01)
+    assert math.isclose(float(facts["bf16"]["stores"]["1e-08"]), 1e-8, rel_tol=0.01)
+    assert facts["fp32"]["stores"] == {"70000.0": "70000", "1e-08": "1e-08", "1.001": "1.001"}
+    # Matrix multiplications in bf16, the loss in fp32, weights, gradients and optimizer state in fp32.
+    ops = r["autocast_op_dtypes"]
+    assert ops["addmm"] == ops["mm"] == "bfloat16"
+    assert any("scaled_dot_product" in op and dtype == "bfloat16" for op, dtype in ops.items())
+    assert ops["_log_softmax"] == ops["nll_loss_forward"] == "float32"
+    assert "_to_copy(float32->bfloat16)" in ops and "_to_copy(bfloat16->float32)" in ops
+    assert r["autocast_weight_casts"] >= 2 * (2 + 4 * r["parameters"]["num_layers"])  # every weight and bias
+    assert r["backward_op_dtypes"]["mm"] == "bfloat16" and r["backward_op_dtypes"]["nll_loss_backward"] == "float32"
+    assert r["param_dtype_during_autocast"] == r["grad_dtype"] == r["optimizer_state_dtype"] == ["torch.float32"]
+    assert r["model_output_dtype"] == "torch.float32"  # convert_outputs_to_fp32
+    assert r["accelerator_effect"] == {"reports": "bf16", "runs": "bf16", "native_amp": True, "scaler": None,
+                                       "noop": False}
+    assert r["accelerate_same_ops"] is r["accelerate_same_logits"] is r["accelerate_is_native_amp"] is True
+    # Loss scaling, live on the CPU.
+    assert r["fp16_underflow_without_scaling"] is True and r["fp16_survives_with_scaling"] is True
+    assert 0 <= r["fp16_rescued_relative_error"] < 1e-2
+    assert r["accelerate_scaler"] == TORCH_SCALER and r["accelerate_scaler_is_torch_default"] is True
+
+
+@pytest.mark.notebook
+def test_02_grad_scaler_walk_follows_the_rules(executed):
+    _, r = executed(NAME)
+    walk, interval = r["scaler_walk"], r["scaler_growth_interval"]
+    assert interval == r["parameters"]["scaler_growth_interval"] == 2
+    assert [w["step"] for w in walk] == list(range(8)) and walk[0]["scale"] == 65536.0
+    assert r["scaler_scales"] == [w["scale"] for w in walk] + [walk[-1]["next_scale"]]
+    assert r["scaler_skipped_steps"] == [w["step"] for w in walk if w["skipped"]]
+    outlier = r["scaler_outlier_step"]
+    assert outlier == 5 and outlier in r["scaler_skipped_steps"] and walk[outlier]["loss"] in ("nan", "inf")
+    good_run, optimizer_steps = 0, 0
+    for w in walk:
+        assert walk[w["step"] - 1]["next_scale"] == w["scale"] if w["step"] else True
+        if w["skipped"]:  # halve the scale, keep the weights and AdamW's step count
+            good_run = 0
+            assert w["next_scale"] == w["scale"] / 2 and w["optimizer_steps"] == optimizer_steps
+        else:
+            good_run += 1
+            optimizer_steps += 1
+            assert math.isfinite(float(w["loss"])) and w["optimizer_steps"] == optimizer_steps
+            grows = good_run % interval == 0
+            assert w["next_scale"] == w["scale"] * (2 if grows else 1)
+    assert max(r["scaler_scales"]) > 65536.0  # it grew at least once
+
+
+@pytest.mark.notebook
+def test_02_traps_and_recommendations(executed):
+    _, r = executed(NAME)
+    assert r["cpu_fp16_effect"] == {"reports": "fp16", "runs": "no", "native_amp": False, "scaler": None,
+                                    "noop": True}
+    assert r["cpu_fp16_op_dtypes"] == ["float32"] and r["cpu_fp16_is_noop"] is True
+    assert r["requested_mixed_precision"] == "auto" and r["recommended_mixed_precision"] == "no"
+    assert r["recommendation_warning"] is None
+    assert r["simulated_choices"] == {
+        "Colab / Kaggle T4": {"auto": "fp16", "bf16 request warns": True},
+        "Kaggle P100": {"auto": "no", "bf16 request warns": True},
+        "Colab L4": {"auto": "bf16", "bf16 request warns": False},
+        "Colab A100": {"auto": "bf16", "bf16 request warns": False},
+    }
+
+
+@pytest.mark.notebook
+def test_02_measurements(executed):
+    _, r = executed(NAME)
+    params = r["parameters"]
+    assert params["profile"] == "smoke" and params["mixed_precision"] == "auto" and params["d_model"] == 0
+    saved = r["activation_bytes"]
+    assert set(saved) == {"no", "bf16"} and saved["bf16"] > 0
+    assert r["activation_bytes_ratio"] == saved["bf16"] / saved["no"]
+    assert 0.4 < r["activation_bytes_ratio"] <= 0.7  # a transformer block, not only an MLP
+    times = r["step_time_ms"]
+    for spread in times.values():
+        assert spread["n"] == params["timing_trials"] and 0 < spread["min"] <= spread["median"] <= spread["max"]
+    assert r["step_time_ratio"] == times["bf16"]["median"] / times["no"]["median"]
+    assert 0.2 < r["step_time_ratio"] < 20  # CPU: no tensor cores; recorded, not a speed claim
+    assert r["train_steps"] == params["train_steps"]
+    loss, accuracy = r["final_loss"], r["final_accuracy"]
+    assert set(loss) == set(accuracy) == {"no", "bf16"}
+    assert all(0 < value < 1.0 for value in loss.values())  # it learned: chance is ln(10) = 2.3
+    assert all(0.8 <= value <= 1.0 for value in accuracy.values())
+    assert r["final_loss_gap"] == abs(loss["bf16"] - loss["no"]) / loss["no"]
+    assert r["final_loss_gap"] <= params["loss_tolerance"] and r["loss_within_tolerance"] is True
+    # No GPU here: the GPU part is recorded as not run, and no GPU number is invented.
+    assert r["gpu_section_ran"] is False and "peak_memory_bytes" not in r and "gpu_name" not in r
+    assert set(r["headline"]) <= set(r) and "activation_bytes_ratio" in r["headline"]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize(("name", "value", "message"), [("mixed_precision", "fp8", "'fp8'"),
+                                                         ("d_model", 30, "multiple of 4")])
+def test_02_bad_parameters_fail_in_the_check_cell(tmp_path, name, value, message):
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(str(NOTEBOOK_DIR / f"{NAME}.ipynb"), str(tmp_path / "out.ipynb"),
+                                   parameters={"profile": "smoke", name: value, "output_dir": str(tmp_path / "o")},
+                                   kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    assert info.value.ename == "ValueError" and message in info.value.evalue
+    assert not (tmp_path / "o" / "results.json").exists()
