@@ -196,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.xla_python:
         runs += run_xla_lane(args.xla_python, [nb for nb in notebooks if nb.stem in XLA_LANE], args.out,
                              dict(args.parameter))
+    if args.lane == "main":  # push-ready Kaggle folders and the offline wheelhouse (notebook 06)
+        from freegpu.kaggle import write_course_bundles
+
+        write_course_bundles(args.out / "kaggle", notebooks)
     write_summary(args.out, runs)
     print(f"\n{'notebook':32} {'lane':5} {'status':7} {'wall s':>7} {'budget':>7} {'peak MB':>8}")
     for run in runs:

@@ -247,3 +247,22 @@ def test_rehearsal_dirs_are_kaggles_under_a_root(tmp_path):
     for field in ("input_dir", "working_dir", "scratch_dir"):
         assert getattr(moved, field) == tmp_path / getattr(real, field).relative_to("/")
     assert moved.output_budget_bytes == real.output_budget_bytes == 20 * 1000**3
+
+
+def test_course_bundles_are_valid_and_never_p100(tmp_path):
+    """What `make course` writes to build/out/kaggle/ (and, if a build is there, what it wrote)."""
+    root = Path(__file__).resolve().parents[1]
+    notebooks = sorted((root / "notebooks").glob("*.ipynb"))
+    written = kaggle.write_course_bundles(tmp_path, notebooks)
+    assert [p.parent.name for p in written] == [kaggle.slugify(nb.stem) for nb in notebooks]
+    built = sorted((root / "build" / "out" / "kaggle").glob("*/kernel-metadata.json"))
+    for path in written + built:
+        meta = json.loads(path.read_text())
+        assert kaggle.validate_kernel_metadata(meta, path.parent) == [], path
+        assert meta["machine_shape"] == ("TpuV5E8" if "-tpu-" in meta["id"] else "NvidiaTeslaT4")
+        assert "p100" not in path.read_text().lower()
+    for path in written:  # a copy of the committed notebook, outputs-free
+        code_file = json.loads(path.read_text())["code_file"]
+        assert (path.parent / code_file).read_bytes() == (root / "notebooks" / code_file).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "wheelhouse").iterdir()) == [
+        "dataset-metadata.json", "freegpu-0.1.0-py3-none-any.whl"]

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "write_kernel_bundle",
-           "dataset_metadata", "kaggle_commands"]
+           "dataset_metadata", "kaggle_commands", "write_course_bundles"]
 
 # What to ask `machine_shape` for. Without it, `enable_gpu: true` alone gets a P100, which Kaggle has retired
 # (its image has no sm_60 kernels; the CLI warns and the session runs elsewhere): always name the shape.
 MACHINE_SHAPES = {"gpu": "NvidiaTeslaT4", "tpu": "TpuV5E8", "cpu": None}  # T4 x2 (no single T4); TPU v5e-8
+OWNER = "your-kaggle-username"  # a placeholder the learner replaces before pushing
 RETIRED_SHAPES = {"nvidiateslap100", "tpuv38", "tpu1vmv38", "tpuv232", "tpuv2256"}
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
@@ -115,3 +116,26 @@ def kaggle_commands(kernel_id: str, folder: str, output: str) -> list[str]:
     """The CLI commands of one commit: push, watch, read the log, fetch the output, check the quota."""
     return [f"kaggle kernels push -p {folder}", f"kaggle kernels status {kernel_id}",
             f"kaggle kernels logs {kernel_id}", f"kaggle kernels output {kernel_id} -p {output}", "kaggle quota"]
+
+
+def write_course_bundles(folder: Path, notebooks: list[Path], owner: str = OWNER) -> list[Path]:
+    """What `make course` writes to the `kaggle` folder of `build/out`: a push-ready folder per notebook, `wheelhouse`.
+
+    Each notebook's folder holds the notebook and its `kernel-metadata.json` (TPU v5e-8 for notebook 04, T4 x2 for
+    the others; internet on, because the setup cell installs freegpu from GitHub). `wheelhouse/` holds the course
+    package's wheel and `dataset-metadata.json`, for kernels that run without internet (notebook 06, step 5).
+    Returns the metadata files written.
+    """
+    from .wheelhouse import build_wheelhouse, project_source
+
+    folder = Path(folder)
+    written = []
+    for notebook in notebooks:
+        title = notebook.stem.replace("_", " ")
+        meta = kernel_metadata(owner, title, notebook.name, internet=True,
+                               accelerator="tpu" if "_tpu_" in notebook.stem else "gpu")
+        written.append(write_kernel_bundle(notebook, folder / slugify(title), meta))
+    source = project_source()
+    if source is not None:
+        build_wheelhouse(folder / "wheelhouse", source, metadata=dataset_metadata(owner, "freegpu wheelhouse"))
+    return written
