@@ -65,6 +65,7 @@ def test_06_kill_during_save_and_output_budget(nb06):
     assert r["checkpoint_bytes"] > 4 * 64 * p["hidden_size"]  # at least the fp32 weights of the first layer
     assert r["output_dir_bytes"] >= r["checkpoints_kept"] * r["checkpoint_bytes"]
     assert r["output_budget_bytes"] is None  # no cap outside Kaggle
+    assert r["output_share_of_kaggle_budget"] == r["output_dir_bytes"] / (20 * 1000**3)
     assert r["budget_guard_refused"] is True and f"{r['output_dir_bytes']:,} bytes already used" in \
         r["budget_guard_reason"]
     assert not (out / "killed_mid_save" / "checkpoints" / "step_999").exists()  # the refused save wrote nothing
@@ -107,7 +108,7 @@ def test_06_quota_plan(nb06):
     assert len(r["setup_s"]) == 4 and all(s > 0 for s in r["setup_s"])
     assert r["median_step_ms"] > 0 and r["epoch_s"] > r["median_step_ms"] / 1000
     plan = resume.plan_epochs(r["epoch_s"], statistics.median(r["setup_s"]), p["session_hours"] * 3600,
-                              p["weekly_quota_hours"] * 3600)
+                              p["weekly_quota_hours"] * 3600, p["session_margin"], p["week_share"])
     assert r["quota_plan"] == plan and r["epochs_per_session"] == plan["epochs_per_session"] > 0
 
 
@@ -191,8 +192,11 @@ def test_check_save_fits(tmp_path):
 
 def test_plan_epochs():
     hour = 3600
-    assert resume.plan_epochs(hour, 0, 12 * hour, 30 * hour) == {
-        "epochs_per_session": 9, "full_sessions_per_week": 2, "epochs_per_week": 18}  # 80% of 12 h, of 30 h
+    assert resume.plan_epochs(hour, 0, 12 * hour, 30 * hour, session_margin=0.2, week_share=1.0) == {
+        "epochs_per_session": 9, "sessions_per_week": 3, "epochs_per_week": 24}  # 80% of 12 h; of 30 h
+    assert resume.plan_epochs(hour, 0, 12 * hour, 30 * hour, session_margin=0.2, week_share=0.3) == {
+        "epochs_per_session": 9, "sessions_per_week": 1, "epochs_per_week": 7}  # 80% of 9 h
+    assert resume.plan_epochs(hour, 600, 12 * hour, 30 * hour)["epochs_per_session"] == 10  # 10.8 h - 10 min
     assert resume.plan_epochs(20 * hour, 0, 12 * hour, 30 * hour)["epochs_per_week"] == 0
 
 

@@ -123,13 +123,15 @@ def check_save_fits(output_dir: Path | str, save_bytes: int, budget_bytes: int |
 
 
 def plan_epochs(epoch_s: float, setup_s: float, session_s: float, weekly_quota_s: float,
-                margin: float = 0.2) -> dict[str, int]:
-    """How many epochs fit in one session and in a week's quota, keeping `margin` of each for re-runs and saves.
+                session_margin: float = 0.1, week_share: float = 0.3) -> dict[str, int]:
+    """How many epochs fit in one session, and in the share of the weekly quota planned for new runs.
 
-    `epoch_s` and `setup_s` are measured (time per epoch with checkpointing, and start-up before the first step).
+    `epoch_s` and `setup_s` are measured (an epoch with its checkpoints, the start-up before the first step).
+    `session_margin` of every session is kept for the final save and slow steps; only `week_share` of the quota is
+    planned, the rest is left for reruns.
     """
-    usable = session_s * (1 - margin) - setup_s
-    per_session = max(0, math.floor(usable / epoch_s))
-    sessions = math.floor(weekly_quota_s * (1 - margin) / session_s) if per_session else 0
-    return {"epochs_per_session": per_session, "full_sessions_per_week": sessions,
-            "epochs_per_week": per_session * sessions}
+    per_session = max(0, math.floor((session_s * (1 - session_margin) - setup_s) / epoch_s))
+    planned_s = weekly_quota_s * week_share
+    sessions = math.ceil(planned_s / session_s)
+    per_week = max(0, math.floor((planned_s * (1 - session_margin) - sessions * setup_s) / epoch_s))
+    return {"epochs_per_session": per_session, "sessions_per_week": sessions, "epochs_per_week": per_week}
