@@ -17,7 +17,25 @@ PLANTED_SECRETS = {
     "HF_TOKEN": "hf_plantedSecretValue0123456789",
     "WANDB_API_KEY": "planted-wandb-key-9876543210",
     "MY_DB_PASSWORD": "planted-password-correct-horse",
+    "KAGGLE_KEY": "0123planted4567kaggle89abcdef",
+    "KAGGLE_USERNAME": "planted-kaggle-user",
+    "HF_SIGNING_KEY": "planted-signing-value-1357",
+    "KAGGLE_CREDS": "planted-kaggle-creds-2468",
+    "DATABASE_URL": "postgresql://admin:planted-url-password-4242@db.invalid:5432/app",
+    "ACME_SETTINGS": "planted-matches-no-pattern-9090",  # a name that says nothing
 }
+# What must never appear: each value, and the password inside a URL on its own.
+PLANTED_NEEDLES = [*PLANTED_SECRETS.values(), "planted-url-password-4242"]
+
+
+def planted_hits(*roots: Path) -> list[str]:
+    """`path: <first characters of the value>` for every file under `roots` holding a planted value (any file)."""
+    hits = []
+    for root in roots:
+        for path in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
+            data = path.read_bytes()
+            hits += [f"{path}: {needle[:12]}..." for needle in PLANTED_NEEDLES if needle.encode() in data]
+    return hits
 
 
 def load_build_script(name: str):

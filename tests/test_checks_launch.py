@@ -84,8 +84,12 @@ def test_run_marker_says_incomplete_until_results_are_written(tmp_path):
     run = results.start_run("01_mnist_migration", "smoke", "script", "cpu", out, {"seed": 1})
     (out / "model.bin").write_bytes(b"x")
     assert checks.read_marker(out)["state"] == "running" and not (out / "results.json").exists()
+    (out / "private").mkdir(mode=0o700)
+    (out / "private" / "weights.safetensors").touch(mode=0o600)  # what safetensors and mkstemp write
     path = run.save()
     assert checks.read_marker(out)["state"] == "complete"
+    readable = results.umask_mode(0o444)
+    assert all(p.stat().st_mode & readable == readable for p in [out, *out.rglob("*")])
     mode = results.umask_mode()
     assert all(p.stat().st_mode & 0o777 == mode for p in (path, out / checks.RUN_MARKER))
     results.start_run("01_mnist_migration", "smoke", "script", "cpu", out)  # the next run starts clean

@@ -74,6 +74,22 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
+def share_outputs(folder: Path) -> None:
+    """Give every file and folder under `folder` the read (and folder search) bits the user's umask allows.
+
+    Libraries write some outputs owner-only (safetensors, `mkstemp`, `mkdtemp`: mode 0600/0700); a course output
+    folder is for others to read too, as the files `open()` creates are. Nothing is made writable or executable.
+    """
+    read, search = umask_mode(0o444), umask_mode(0o111)
+    for path in [Path(folder), *Path(folder).rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        wanted = mode | read | (search if path.is_dir() else 0)
+        if wanted != mode:
+            os.chmod(path, wanted)
+
+
 def format_value(value: Any) -> str:
     """A measured value as short text: floats to 4 significant digits, dicts and lists on one line."""
     if isinstance(value, float):
@@ -143,8 +159,10 @@ class Run:
         """Write `results.json` into `output_dir` (atomically), then mark the run complete; return the path.
 
         `results.json` is the last file a run writes: a folder whose marker still says "running" was left by a run
-        that died, and the next `start_run` clears it.
+        that died, and the next `start_run` clears it. Everything in the folder is made readable first (see
+        `share_outputs`).
         """
+        share_outputs(self.output_dir)
         path = write_json_atomic(self.output_dir / "results.json", self.as_dict())
         _write_marker(self.output_dir, self.notebook, "complete", self._started)
         return path
