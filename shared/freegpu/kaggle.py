@@ -2,7 +2,9 @@
 
 Introduced in notebook 06 (Kaggle commit workflow); `build/run_course.py` writes one bundle per notebook with it.
 The fields and their checks follow the `kaggle` CLI 2.2.5 (`kaggle_api_extended.py: kernels_push`), which
-validates a folder the same way before it sends anything. Nothing here needs the CLI or a network.
+validates a folder the same way before it sends anything. Nothing here needs the CLI or a network: the checks are
+copied rather than called, because `import kaggle` authenticates at once (it reads your token), and a push that
+passes them would really upload.
 """
 
 from __future__ import annotations
