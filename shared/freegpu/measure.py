@@ -17,19 +17,20 @@ from collections.abc import Callable
 __all__ = ["interleaved_timings", "spread", "python_overhead", "SavedTensors", "loader_throughput"]
 
 
-def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5,
-                        warmup: int = 1) -> dict[str, list[float]]:
+def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
+                        clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
     """Seconds per call of each candidate, alternating them `warmup + repeats` times; warm-up calls are dropped.
 
     Alternating means every candidate sees the same machine load (another notebook, a browser, a noisy
-    neighbour), so their ratio is fair even when the absolute times drift.
+    neighbour), so their ratio is fair even when the absolute times drift. `clock=time.process_time` counts the
+    CPU seconds of this process instead of wall time: other programs do not inflate it (notebook 03).
     """
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for trial in range(warmup + repeats):
         for name, fn in candidates.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
             if trial >= warmup:
                 times[name].append(elapsed)
     return times

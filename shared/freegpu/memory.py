@@ -1,0 +1,142 @@
+"""Where training memory goes, and the counters that show it on any device. Introduced in notebook 03.
+
+`state_bytes` counts weights, gradients and optimizer state; `LiveActivations` counts the activations autograd
+saved that are still alive (a leak keeps them); `cap_address_space` makes a CPU process run out of memory for
+real, at a budget; `cuda_peak_bytes` is the GPU's own peak counter; `bert_parameters` and `zero_per_gpu_bytes`
+are the arithmetic for models and setups that do not run here.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Callable, Iterable
+
+__all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "address_space_cap_supported", "cap_address_space",
+           "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes"]
+
+MiB = 1024**2
+
+
+def tensor_bytes(tensors: Iterable) -> int:
+    """Bytes of the distinct storages behind `tensors`: views of one storage count once."""
+    storages = {}
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        storages[(tensor.device, storage.data_ptr())] = storage.nbytes()
+    return sum(storages.values())
+
+
+def state_bytes(model, optimizer) -> dict[str, int]:
+    """Bytes of the model's weights, of its gradients and of the optimizer's state, as they are now.
+
+    Gradients exist after the first `backward`, AdamW's state (two fp32 moments per weight) after the first `step`.
+    """
+    import torch
+
+    params = list(model.parameters())
+    state = [value for per_param in optimizer.state.values() for value in per_param.values()
+             if torch.is_tensor(value)]
+    return {"weights": tensor_bytes(params), "grads": tensor_bytes(p.grad for p in params if p.grad is not None),
+            "optimizer_state": tensor_bytes(state)}
+
+
+class LiveActivations:
+    """Inside the `with` block, remember every activation autograd saves; `live_bytes()` says how much of it lives.
+
+    Autograd frees what it saved once `backward` has used it, or once nobody holds the graph any more. A graph kept
+    alive, by a loss tensor stored in a list for instance, keeps everything its forward saved. Parameters are not
+    counted: they live anyway.
+    """
+
+    def __init__(self):
+        self._saved: list[tuple[weakref.ref, tuple[int, int]]] = []
+        self._hooks = None
+
+    def _pack(self, tensor):
+        base = tensor if tensor._base is None else tensor._base
+        if base.is_leaf and base.requires_grad:
+            return tensor
+        # A detached alias: same storage, no link back to the graph. Returning `tensor` itself would tie a saved
+        # output to its own grad_fn, a reference cycle that keeps the graph alive until the garbage collector runs.
+        alias = tensor.detach()
+        storage = alias.untyped_storage()
+        self._saved.append((weakref.ref(alias), (storage.data_ptr(), storage.nbytes())))
+        return alias
+
+    def live_bytes(self) -> int:
+        """Bytes of the distinct storages, among those saved in the block, that are still alive."""
+        alive = {key: key[1] for ref, key in self._saved if ref() is not None}
+        return sum(alive.values())
+
+    def __enter__(self) -> LiveActivations:
+        import torch
+
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+
+def address_space_cap_supported(platform: str | None = None) -> tuple[bool, str]:
+    """Whether `cap_address_space` can make allocations fail here, and why (Linux enforces RLIMIT_AS; macOS,
+    Windows do not)."""
+    platform = platform or sys.platform
+    if platform.startswith("linux"):
+        return True, "Linux enforces RLIMIT_AS: allocations beyond the cap fail"
+    return False, f"{platform} does not enforce RLIMIT_AS (Linux only: Colab, Kaggle, most servers)"
+
+
+def cap_address_space(budget_bytes: int) -> int:
+    """Cap this process's address space at what it maps now plus `budget_bytes`; return the cap in bytes.
+
+    Past the cap, torch's CPU allocator fails with its real out-of-memory error. Call `torch.set_num_threads(1)`
+    and run one op first: OpenMP threads started later need address space for their stacks.
+    """
+    import resource
+
+    import psutil
+
+    cap = psutil.Process().memory_info().vms + budget_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    return cap
+
+
+def cuda_peak_bytes(fn: Callable[[], object]) -> int | None:
+    """Run `fn`; return `torch.cuda.max_memory_allocated()` over the call (`None`, after running it, without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        fn()
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated()
+
+
+def bert_parameters(vocab_size: int = 30522, hidden_size: int = 768, num_layers: int = 12,
+                    intermediate_size: int = 3072, max_positions: int = 512, type_vocab_size: int = 2) -> int:
+    """Parameters of a BERT encoder with its pooler (transformers' `BertModel`), from its config: no download.
+
+    The defaults are bert-base-uncased.
+    """
+    h, i = hidden_size, intermediate_size
+    embeddings = (vocab_size + max_positions + type_vocab_size) * h + 2 * h  # word, position, type, LayerNorm
+    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h  # q, k, v, out, LN, FFN in/out, LN
+    return embeddings + num_layers * layer + (h * h + h)  # + pooler
+
+
+def zero_per_gpu_bytes(num_parameters: int, num_gpus: int) -> dict[str, int]:
+    """Bytes of model states per GPU under DeepSpeed ZeRO stages 0-3, mixed-precision Adam (ZeRO paper, sec. 3).
+
+    Per parameter: fp16 weights 2 bytes, fp16 gradients 2, optimizer states 12 (fp32 master weights, momentum,
+    variance). Stage 1 splits the optimizer states over the GPUs, stage 2 also the gradients, stage 3 also the
+    weights. Activations, buffers and the CUDA context come on top.
+    """
+    weights, grads, states, n = 2 * num_parameters, 2 * num_parameters, 12 * num_parameters, num_gpus
+    return {"stage 0": weights + grads + states, "stage 1": weights + grads + states // n,
+            "stage 2": weights + (grads + states) // n, "stage 3": (weights + grads + states) // n}

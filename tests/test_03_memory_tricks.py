@@ -1,0 +1,276 @@
+"""Notebook 03 (memory tricks): every value it records, and the freegpu.memory helpers against oracles."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from freegpu import memory
+from freegpu.measure import interleaved_timings
+from freegpu.models import build_row_transformer
+from freegpu.results import COMMON_KEYS
+
+NAME = "03_memory_tricks"
+MiB = 2**20
+
+
+@pytest.fixture(scope="module")
+def run03(executed, course_out):
+    record, results = executed(NAME)
+    return record, results, course_out / "results" / NAME
+
+
+ASSERTED = {
+    "num_parameters", "cuda_peak_step_bytes", "memory_breakdown", "activations_by_seq_len",
+    "activation_growth_batch_x2", "activation_growth_seq_x2", "bert_base_parameters", "bert_base_fixed_bytes",
+    "t4_bytes_left_for_activations", "accumulation_max_abs_grad_diff", "accumulation_relative_grad_diff",
+    "accumulation_max_abs_weight_diff", "accumulation_relative_weight_diff", "accumulation_largest_step_change",
+    "accumulation_micro_batch_activation_bytes", "activation_bytes_by_accumulation_steps",
+    "accumulate_micro_batches_per_step", "accumulate_sync_pattern_epoch1", "scheduler_steps", "batches_seen",
+    "hand_rolled_micro_batches_per_step", "hand_rolled_never_applied", "last_group_micro_batches",
+    "last_group_gradient_scale", "checkpointing_activation_bytes", "checkpointing_activation_bytes_ratio",
+    "checkpointing_same_loss", "checkpointing_max_abs_grad_diff", "checkpointing_step_times_s",
+    "checkpointing_step_time_ratio", "timing_clock", "checkpointing_cuda_peak_bytes", "found_batch_size",
+    "batch_sizes_tried", "budget_bytes", "cap_bytes", "oom_errors", "oom_error_first", "search_follows_x09",
+    "second_call_tried", "search_device", "batch_search_ran", "batch_search_reason", "leak_growth_bytes",
+    "no_leak_growth_bytes", "train_loop_leak_growth_bytes", "leak_live_bytes_per_step", "free_memory_alive_bytes",
+    "zero_table", "zero_per_gpu_bytes", "deepspeed_ran", "deepspeed_reason", "deepspeed_config_stage",
+}
+
+
+def test_03_every_recorded_value_is_asserted(run03):
+    _, results, _ = run03
+    assert set(results) - set(COMMON_KEYS) == ASSERTED
+
+
+def test_03_where_the_memory_goes(run03):
+    _, results, _ = run03
+    p = results["parameters"]
+    mem = results["memory_breakdown"]
+    assert mem["weights"] == 4 * results["num_parameters"] == mem["grads"]  # fp32, one gradient per weight
+    assert 2 * mem["weights"] <= mem["optimizer_state"] < 2.01 * mem["weights"]  # AdamW: two moments (+ step)
+    per_batch = {int(b): v for b, v in mem["activations_per_batch"].items()}
+    assert sorted(per_batch) == [p["batch_size"] // 2, p["batch_size"], 2 * p["batch_size"]]
+    assert per_batch[p["batch_size"]] > 3 * mem["weights"]  # activations dominate this model
+    assert 1.95 < results["activation_growth_batch_x2"] < 2.05
+    assert per_batch[2 * p["batch_size"]] / per_batch[p["batch_size"]] == results["activation_growth_batch_x2"]
+    by_rows = {int(t): v for t, v in results["activations_by_seq_len"].items()}
+    assert by_rows[p["num_rows"]] == per_batch[p["batch_size"]]
+    assert 1.9 < results["activation_growth_seq_x2"] == by_rows[2 * p["num_rows"]] / by_rows[p["num_rows"]]
+    assert results["cuda_peak_step_bytes"] is None  # no CUDA here: not run, and recorded as such
+    # bert-base arithmetic: 16 bytes per parameter before any activation, the rest of a T4 left over.
+    bert = results["bert_base_parameters"]
+    assert bert == memory.bert_parameters() == 109_482_240
+    assert results["bert_base_fixed_bytes"] == {"weights": 4 * bert, "grads": 4 * bert, "optimizer_state": 8 * bert}
+    assert results["t4_bytes_left_for_activations"] == 15360 * MiB - 16 * bert
+
+
+def test_03_accumulation_equals_the_big_batch(run03):
+    _, results, _ = run03
+    k = results["parameters"]["gradient_accumulation_steps"]
+    assert results["accumulation_relative_grad_diff"] <= 1e-5
+    assert results["accumulation_relative_weight_diff"] <= 1e-5
+    assert 0 <= results["accumulation_max_abs_grad_diff"] < 1e-5
+    assert 0 <= results["accumulation_max_abs_weight_diff"] < 1e-7
+    # One step with the complete gradient: stepping per micro-batch would differ by about the step itself.
+    assert results["accumulation_max_abs_weight_diff"] < 1e-3 * results["accumulation_largest_step_change"]
+    per_k = {int(kk): v for kk, v in results["activation_bytes_by_accumulation_steps"].items()}
+    assert per_k[k] == results["accumulation_micro_batch_activation_bytes"]
+    assert per_k[1] > per_k[2] > per_k[k]  # a smaller k (same effective batch) needs more memory
+    assert 0.95 * k < per_k[1] / per_k[k] < 1.05 * k
+
+
+def test_03_accumulate_syncs_at_epoch_end_and_the_hand_rolled_loop_does_not(run03):
+    _, results, _ = run03
+    k = results["parameters"]["gradient_accumulation_steps"]
+    num_micro = 2 * k + k // 2
+    epoch = [k, k, num_micro % k]
+    assert results["accumulate_micro_batches_per_step"] == epoch * 2
+    pattern = results["accumulate_sync_pattern_epoch1"]
+    assert len(pattern) == num_micro and [i + 1 for i, s in enumerate(pattern) if s] == [k, 2 * k, num_micro]
+    assert results["batches_seen"] == 2 * num_micro
+    assert results["scheduler_steps"] == len(results["accumulate_micro_batches_per_step"]) < results["batches_seen"]
+    hand = results["hand_rolled_micro_batches_per_step"]
+    assert hand == [k, k, k + num_micro % k, k] and max(hand) > k
+    assert results["hand_rolled_never_applied"] == num_micro % k
+    assert sum(hand) + results["hand_rolled_never_applied"] == results["batches_seen"]
+    # The last, uneven group still divides by k.
+    assert results["last_group_micro_batches"] == num_micro % k
+    assert results["last_group_gradient_scale"] == pytest.approx((num_micro % k) / k, rel=1e-4)
+
+
+def test_03_checkpointing(run03):
+    _, results, _ = run03
+    saved = results["checkpointing_activation_bytes"]
+    assert saved["plain"] == results["memory_breakdown"]["activations_per_batch"][
+        str(results["parameters"]["batch_size"])]
+    assert results["checkpointing_activation_bytes_ratio"] == saved["checkpointed"] / saved["plain"] <= 0.6
+    assert results["checkpointing_same_loss"] is True and results["checkpointing_max_abs_grad_diff"] < 1e-6
+    times = results["checkpointing_step_times_s"]
+    assert [len(times[n]) for n in ("plain", "checkpointed")] == [results["parameters"]["timing_trials"]] * 2
+    assert all(t > 0 for ts in times.values() for t in ts)
+    assert results["timing_clock"] == "process_time"  # CPU seconds on a CPU: load elsewhere does not count
+    # A second forward of every block costs CPU time; the median ratio is recorded as a benchmark.
+    assert results["checkpointing_step_time_ratio"] > 1.0
+    assert results["checkpointing_cuda_peak_bytes"] == {"plain": None, "checkpointed": None}
+
+
+def test_03_find_executable_batch_size_under_a_real_cap(run03):
+    _, results, out = run03
+    assert results["batch_search_ran"] is True and "RLIMIT_AS" in results["batch_search_reason"]
+    tried = results["batch_sizes_tried"]
+    assert tried[0] == results["parameters"]["starting_batch_size"] and len(tried) >= 3
+    assert all(b == int(a * 0.9) for a, b in zip(tried, tried[1:], strict=False))  # Accelerate 1.16's rule
+    assert results["search_follows_x09"] is True
+    assert results["found_batch_size"] == tried[-1] < tried[0]
+    assert results["oom_errors"] == len(tried) - 1  # every smaller size was forced by a real error
+    assert "DefaultCPUAllocator: can't allocate memory" in results["oom_error_first"][0]
+    assert results["second_call_tried"] == [results["found_batch_size"]]  # ran again under the cap, remembered
+    assert results["budget_bytes"] == results["parameters"]["budget_mib"] * MiB
+    assert results["cap_bytes"] > results["budget_bytes"] and results["search_device"] == "cpu"
+    assert (out / "find_batch_size.py").is_file()
+
+
+def test_03_the_search_script_runs_uncapped_as_on_a_gpu(run03, tmp_path):
+    """The GPU branch passes --budget_mib 0: no cap, the first size fits (a CPU has room for it)."""
+    _, _, out = run03
+    done = subprocess.run([sys.executable, str(out / "find_batch_size.py"), "--starting_batch_size", "8",
+                           "--budget_mib", "0", "--num_rows", "4", "--d_model", "16", "--num_layers", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(next(line[7:] for line in done.stdout.splitlines() if line.startswith("REPORT ")))
+    assert report["cap_bytes"] is None and report["batch_sizes_tried"] == [8] and report["errors"] == []
+
+
+def test_03_leaks_and_free_memory(run03):
+    _, results, _ = run03
+    p = results["parameters"]
+    one_batch = results["memory_breakdown"]["activations_per_batch"][str(p["batch_size"])]
+    assert results["leak_growth_bytes"] == pytest.approx((p["leak_steps"] - 1) * one_batch, rel=0.05)
+    assert results["no_leak_growth_bytes"] == 0 and results["train_loop_leak_growth_bytes"] == 0
+    per_step = results["leak_live_bytes_per_step"]
+    assert all(len(v) == p["leak_steps"] for v in per_step.values())
+    assert list(per_step.values())[2] == [0] * p["leak_steps"]  # backward freed what the graphs saved
+    released = list(results["free_memory_alive_bytes"].values())
+    mem = results["memory_breakdown"]
+    assert released[0] == mem["weights"] + mem["grads"] + mem["optimizer_state"]
+    assert released[1] == released[0]  # free_memory() alone: your variables still hold everything
+    assert released[2] == released[3] == 0  # assigning its return value frees it
+
+
+def test_03_zero_and_deepspeed(run03):
+    _, results, _ = run03
+    bert = results["bert_base_parameters"]
+    assert results["zero_per_gpu_bytes"] == memory.zero_per_gpu_bytes(bert, 2)
+    table = results["zero_table"]
+    assert list(table) == ["stage 0", "stage 1", "stage 2", "stage 3"]
+    gib = [row["per_gpu_gib"] for row in table.values()]
+    assert gib == sorted(gib, reverse=True) and gib[0] == pytest.approx(16 * bert / 1024**3, abs=1e-3)
+    assert all(0 < row["t4_share"] < 1 for row in table.values())
+    assert results["deepspeed_ran"] is False and "CUDA" in results["deepspeed_reason"]
+    assert results["deepspeed_config_stage"] == 2
+
+
+# freegpu.memory against oracles
+
+
+def test_tensor_bytes_counts_a_storage_once():
+    base = torch.zeros(10, 10)
+    assert memory.tensor_bytes([base, base.t(), base[2:5]]) == 400
+    assert memory.tensor_bytes([base, torch.zeros(3, dtype=torch.float16)]) == 406
+
+
+def test_state_bytes_of_adamw():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    optimizer = torch.optim.AdamW(model.parameters())
+    assert memory.state_bytes(model, optimizer) == {"weights": 144, "grads": 0, "optimizer_state": 0}
+    model(torch.randn(2, 8)).sum().backward()
+    optimizer.step()
+    counted = memory.state_bytes(model, optimizer)
+    assert counted["grads"] == 144 and 288 <= counted["optimizer_state"] <= 288 + 2 * 8  # + a step per tensor
+
+
+def test_live_activations_follow_the_graph_without_a_garbage_collector():
+    model = build_row_transformer(8, 4, 16, 1, 3)
+    x, y = torch.randn(4, 32), torch.tensor([0, 1, 2, 0])
+    gc.disable()  # the count must not depend on the collector: no reference cycles through the hooks
+    try:
+        with memory.LiveActivations() as live:
+            loss = F.cross_entropy(model(x), y)
+        kept = live.live_bytes()
+        assert kept > 0
+        del loss
+        assert live.live_bytes() == 0
+        with memory.LiveActivations() as live:
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()  # backward frees what it used
+        assert live.live_bytes() == 0
+    finally:
+        gc.enable()
+
+
+def test_address_space_cap_support_by_platform():
+    assert memory.address_space_cap_supported("linux")[0] is True
+    supported, reason = memory.address_space_cap_supported("darwin")
+    assert supported is False and "darwin" in reason
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux only")
+def test_cap_address_space_gives_the_allocator_error_accelerate_retries():
+    code = (
+        "import torch\nfrom accelerate.utils.memory import should_reduce_batch_size\n"
+        "from freegpu.memory import cap_address_space\n"
+        "torch.set_num_threads(1)\ntorch.ones(1) + 1\ncap_address_space(32 * 2**20)\n"
+        "small = torch.zeros(2**20)\n"  # 4 MiB fits
+        "try:\n    torch.zeros(2**26)\nexcept RuntimeError as e:\n"
+        "    print('RETRY', should_reduce_batch_size(e))\n    print(str(e).splitlines()[0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "RETRY True" in done.stdout and "DefaultCPUAllocator: can't allocate memory" in done.stdout
+
+
+def test_cuda_peak_bytes_without_and_with_a_simulated_gpu(monkeypatch):
+    calls = []
+    assert memory.cuda_peak_bytes(lambda: calls.append("fn")) is None and calls == ["fn"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: calls.append("reset"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: calls.append("read") or 1234)
+    calls.clear()
+    assert memory.cuda_peak_bytes(lambda: calls.append("fn")) == 1234
+    assert calls == ["sync", "reset", "fn", "sync", "read"]  # the peak covers the call, after the GPU finished
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed")
+def test_bert_parameters_match_transformers():
+    from transformers import BertConfig, BertModel
+
+    with torch.device("meta"):  # no memory, no download
+        base = BertModel(BertConfig())
+        tiny = BertModel(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=37, max_position_embeddings=64))
+    assert memory.bert_parameters() == sum(p.numel() for p in base.parameters())
+    assert memory.bert_parameters(99, 32, 2, 37, 64) == sum(p.numel() for p in tiny.parameters())
+
+
+def test_zero_per_gpu_bytes_follows_the_zero_paper():
+    per_gpu = memory.zero_per_gpu_bytes(1000, 4)
+    assert per_gpu == {"stage 0": 16000, "stage 1": 4000 + 3000, "stage 2": 2000 + 3500, "stage 3": 4000}
+
+
+def test_interleaved_timings_uses_the_given_clock():
+    ticks = iter(range(100))
+    times = interleaved_timings({"a": lambda: None, "b": lambda: None}, repeats=2, warmup=1,
+                               clock=lambda: next(ticks))
+    assert times == {"a": [1, 1], "b": [1, 1]}
+    assert interleaved_timings({"c": lambda: time.sleep(0)}, repeats=1)["c"][0] >= 0
