@@ -216,3 +216,11 @@ def test_run_launch_reports_failure_with_stderr():
 
 def test_die_with_parent_does_nothing_in_the_parent():
     assert launch.die_with_parent(os.getpid()) is False
+
+
+def test_launch_errors_are_redacted(monkeypatch):
+    monkeypatch.setenv("LAUNCH_PLANTED_CREDS", "launch-planted-secret-5150")
+    script = "import os, sys; sys.stderr.write(os.environ['LAUNCH_PLANTED_CREDS']); sys.exit(1)"
+    with pytest.raises(launch.LaunchError) as info:
+        launch.run_launch([sys.executable, "-c", script], timeout=30)
+    assert "launch-planted-secret-5150" not in str(info.value) and software.REDACTED in str(info.value)

@@ -24,6 +24,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .software import redact
+
 __all__ = ["free_port", "die_with_parent", "launched", "run_launch", "LaunchError", "LauncherBranch",
            "launcher_branch", "read_reports"]
 
@@ -140,7 +142,8 @@ def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = N
                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run `cmd` to the end under the guard and return its output; raise `LaunchError` if it fails or times out.
 
-    The error shows the exit status and the last lines of stderr, so a failed launch explains itself in its cell.
+    The error shows the exit status and the last lines of stderr (through `software.redact`), so a failed launch
+    explains itself in its cell without printing a secret.
     """
     start = time.monotonic()
     with launched(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
@@ -150,7 +153,7 @@ def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = N
             raise LaunchError(f"{' '.join(map(str, cmd))} ran past {timeout:.0f} s and was stopped") from None
     if proc.returncode != 0:
         raise LaunchError(f"{' '.join(map(str, cmd))} exited with status {proc.returncode} after "
-                          f"{time.monotonic() - start:.1f} s; end of its stderr:\n{stderr[-3000:]}")
+                          f"{time.monotonic() - start:.1f} s; end of its stderr:\n{redact(stderr[-3000:])}")
     return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
 
 
@@ -210,5 +213,5 @@ def read_reports(report_dir: Path | str, expected: int, launcher_log: str = "") 
     paths = sorted(Path(report_dir).glob("rank_*.json"))
     if len(paths) < expected:
         raise LaunchError(f"{len(paths)} report(s) in {report_dir}, expected {expected}; end of the launcher's "
-                          f"log:\n{launcher_log[-3000:] or '(empty)'}")
+                          f"log:\n{redact(launcher_log[-3000:]) or '(empty)'}")
     return [json.loads(p.read_text()) for p in paths]
