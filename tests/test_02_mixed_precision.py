@@ -63,12 +63,12 @@ def test_pick_mixed_precision_on_simulated_gpus_and_tpu():
 
 
 def test_measured_mode_is_the_mode_that_runs_for_real():
-    assert measured_mode(cpu())[0] == "bf16" and "fp16 would do nothing" in measured_mode(cpu())[1]
-    assert measured_mode(gpu(T4))[0] == "fp16" and "T4" in measured_mode(gpu(T4))[1]
-    assert measured_mode(gpu(f"{T4}\n{T4}"))[0] == "fp16"  # Kaggle's GPU T4 x2
-    assert measured_mode(gpu(A100))[0] == "bf16"
-    assert measured_mode(gpu(f"{A100}\n{T4}"))[0] == "fp16"  # the weakest GPU decides
-    assert measured_mode(tpu())[0] == "bf16"
+    assert measured_mode(cpu())[:2] == ("bf16", False) and "fp16 would do nothing" in measured_mode(cpu()).reason
+    assert measured_mode(gpu(T4))[:2] == ("fp16", False) and "T4" in measured_mode(gpu(T4)).reason
+    assert measured_mode(gpu(f"{T4}\n{T4}")).mode == "fp16"  # Kaggle's GPU T4 x2
+    assert measured_mode(gpu(A100))[:2] == ("bf16", False)
+    assert measured_mode(gpu(f"{A100}\n{T4}")).mode == "fp16"  # the weakest GPU decides
+    assert measured_mode(tpu())[:2] == ("bf16", True)  # a TPU: the host CPU runs this notebook
 
 
 def test_precision_in_effect_detects_a_noop():
@@ -142,6 +142,7 @@ def test_02_trace_and_scaling(executed):
     _, r = executed(NAME)
     assert "load_digits" in r["data_source"] and r["measured_on"] == "cpu" and r["model_width"] == 64
     assert r["measured_mode"] == "bf16" and "CPU" in r["measured_mode_reason"]
+    assert r["measured_on_host_cpu"] is False  # True only on a TPU (see test_measured_mode_...)
     facts = r["format_facts"]
     assert facts["fp16"]["max"] == 65504.0 and facts["bf16"]["max"] > 3e38 and facts["fp32"]["max"] > 3e38
     assert facts["fp16"]["eps"] == 2**-10 and facts["bf16"]["eps"] == 2**-7 and facts["fp32"]["eps"] == 2**-23

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from .checks import check_choice
 from .hardware import HardwareInfo, recommend
 
-# `Precision` and `OpRecord` are what the helpers return; notebooks read their fields.
+# `Precision`, `MeasuredMode` and `OpRecord` are what the helpers return; notebooks read their fields.
 __all__ = ["MODES", "pick_mixed_precision", "measured_mode", "precision_in_effect", "scaler_settings", "DtypeTrace"]
 
 MODES = ("auto", "no", "fp16", "bf16")
@@ -53,18 +53,31 @@ def pick_mixed_precision(hw: HardwareInfo, requested: str = "auto") -> Precision
     return Precision(requested, f"mixed_precision={requested!r} was asked for", None)
 
 
-def measured_mode(hw: HardwareInfo) -> tuple[str, str]:
+class MeasuredMode(NamedTuple):
+    """The mode to measure against fp32, whether to run on the CPU instead of the accelerator, and why."""
+
+    mode: str
+    cpu: bool
+    reason: str
+
+
+def measured_mode(hw: HardwareInfo) -> MeasuredMode:
     """The mixed-precision mode worth measuring against fp32 on this hardware, and why (notebook 02).
 
     Unlike `pick_mixed_precision`, never `no`: on a CPU it is `bf16`, the only mode that does anything there.
+    On a TPU the measurement runs on the host CPU (`cpu=True`): XLA compiles and casts in its own way
+    (notebook 04), and autocast's dtype trace and `GradScaler` are what this notebook shows.
     """
     if hw.device_kind == "cuda":
         if all(g.bf16_tensor_cores for g in hw.gpus):
-            return "bf16", "bf16 tensor cores (compute capability >= 8.0): same speed as fp16, no loss scaling"
-        return "fp16", "fp16 tensor cores only (T4, V100: compute capability 7.x); bf16 would be emulated"
+            return MeasuredMode("bf16", False, "bf16 tensor cores (compute capability >= 8.0): as fast as fp16, "
+                                               "no loss scaling")
+        return MeasuredMode("fp16", False, "fp16 tensor cores only (T4, V100: compute capability 7.x); bf16 "
+                                           "would be emulated")
     if hw.device_kind == "tpu":
-        return "bf16", "TPUs compute in bf16; fp16 is refused on XLA"
-    return "bf16", "CPU: fp16 would do nothing here (no autocast), bf16 autocast is real"
+        return MeasuredMode("bf16", True, "TPU: this notebook runs on the host CPU, in bf16; XLA's own bf16 "
+                                          "is notebook 04's subject")
+    return MeasuredMode("bf16", False, "CPU: fp16 would do nothing here (no autocast), bf16 autocast is real")
 
 
 def scaler_settings(scaler) -> dict[str, Any]:
