@@ -313,6 +313,9 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
 
 def build(out_root: Path = OUT, repo_root: Path = ROOT) -> tuple[Path, float]:
     """Stage and build the site into `out_root/site`; return its index page and the seconds it took."""
+    missing = [m for m in ("sphinx", "myst_nb", "sphinx_book_theme") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SiteBuildError(f"{', '.join(missing)} not installed: pip install -c constraints.txt -e '.[site]'")
     start = time.perf_counter()
     src, site, doctrees = out_root / "site-src", out_root / "site", out_root / ".site-doctrees"
     stage(out_root, src, repo_root)

@@ -157,9 +157,12 @@ def machine() -> dict:
 
 
 def write_summary(out_root: Path, runs: list[NotebookRun], **extra) -> Path:
+    """Write summary.json; `extra` adds top-level keys (the site's build time, once the site exists)."""
     path = out_root / "summary.json"
-    summary = {"built_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "machine": machine(),
-               "notebooks": [asdict(r) for r in runs], **extra}
+    built_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if extra and path.exists():  # a second write for the same build keeps its date
+        built_at = json.loads(path.read_text()).get("built_at", built_at)
+    summary = {"built_at": built_at, "machine": machine(), "notebooks": [asdict(r) for r in runs], **extra}
     path.write_text(json.dumps(summary, indent=2) + "\n")
     return path
 
