@@ -98,3 +98,106 @@ def test_python_overhead_names_the_extra_functions():
                             steps=200, top=3)
     assert found[0]["function"] == "inspect:signature" and found[0]["us_per_step"] > 0
     assert all("sum" not in f["function"] for f in found)  # called by both: the real work, not overhead
+
+
+def test_notebook_01_evaluation_is_the_package_one():
+    """The launch script imports `evaluate_accelerate` from the package: it must be the one notebook 01 teaches."""
+    import inspect
+
+    import nbformat
+    from conftest import NOTEBOOK_DIR
+
+    from freegpu import train
+
+    nb = nbformat.read(NOTEBOOK_DIR / "01_mnist_migration.ipynb", as_version=4)
+    taught = next(c.source for c in nb.cells if c.source.startswith("def evaluate_accelerate("))
+    assert taught.strip() == inspect.getsource(train.evaluate_accelerate).strip()
+
+
+# Sentences that stated how a measurement came out before the run did; they must come from the run's numbers.
+FIXED_OUTCOMES = ["exactly zero", "printed one report", "One curve hides the other: that is the point",
+                  "Each rank now takes half", "Each process believed it was alone", "past the number of cores",
+                  "where the curve flattens", "two independent runs: True"]
+
+
+@pytest.mark.parametrize("name", ["00_environment_check", "01_mnist_migration", "04_tpu_data_loaders"])
+def test_markdown_states_no_measured_outcome(name):
+    import nbformat
+    from conftest import NOTEBOOK_DIR
+
+    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert not [s for s in FIXED_OUTCOMES if s in markdown]
+
+
+COLAB_STARTUP = '''
+# Make this kernel's shell look like Colab's to `str(get_ipython())`, which is all Accelerate's launcher reads.
+_shell = get_ipython()
+_shell.__class__ = type("Shell", (type(_shell),), {"__module__": "google.colab._shell"})
+'''
+
+
+@pytest.mark.notebook
+def test_01_on_colabs_branch(tmp_path, monkeypatch):
+    """Notebook 01 with the shell Colab has: Accelerate's launcher really runs the function in the kernel's process;
+    the notebook predicted that, said so, kept the kernel's threads, and took the two processes from the script."""
+    import papermill
+    from conftest import NOTEBOOK_DIR
+
+    startup = tmp_path / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-colab-shell.py").write_text(COLAB_STARTUP)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    for key in [k for k in os.environ if k.startswith("KAGGLE")]:
+        monkeypatch.delenv(key)
+    out = tmp_path / "out"
+    papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
+                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2},
+                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    results = json.loads((out / "results.json").read_text())
+    assert results["launcher_branch"] == "colab_in_process" and results["launcher_branch_processes"] == 1
+    assert "in this notebook's own process" in results["launcher_branch_description"]
+    assert results["launcher_in_process_ran_in_kernel"] is True and results["launcher_in_process_world_size"] == 1
+    assert results["kernel_threads_unchanged"] is True
+    assert "launcher_trap_independent_runs" not in results  # the trap needs forked CPU processes
+    assert results["ddp_launched_by"].startswith("torchrun") and results["ddp_num_processes"] == 2
+    assert results["ddp_distributed_type"] == "MULTI_CPU" and results["model_files"] == ["model.safetensors"]
+    assert results["eval_accuracy_reloaded"] == results["eval_accuracy"]
+    text = (tmp_path / "executed.ipynb").read_text()
+    assert "Launching training on one CPU." in text  # Accelerate's own words: it took the Colab branch
+    assert "ignores num_processes=2" in text and "the function ran in this notebook's process: True" in text
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# What nvidia-smi prints on Kaggle's "GPU T4 x2", for the queries the course and Accelerate make.
+case "$*" in
+  *count,name*) printf '2, Tesla T4\\n2, Tesla T4\\n' ;;
+  *topo*) printf '\\tGPU0\\tGPU1\\nGPU0\\t X \\tPHB\\nGPU1\\tPHB\\t X \\n' ;;
+  *) printf 'Tesla T4, 15360, 7.5, 550.54.15\\nTesla T4, 15360, 7.5, 550.54.15\\n' ;;
+esac
+"""
+
+
+@pytest.mark.notebook
+def test_01_decides_multi_gpu_on_two_t4s(tmp_path, monkeypatch):
+    """With two GPUs in nvidia-smi (simulated: this machine has none), notebook 01 takes the multi-GPU branch:
+    it says so, keeps CUDA out of the kernel for steps 1-4, and launches from the notebook with cpu=False."""
+    import papermill
+    from conftest import NOTEBOOK_DIR
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    out = tmp_path / "out"
+    papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
+                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2},
+                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
+    results = json.loads((out / "results.json").read_text())
+    assert results["device"] == "cuda"  # what the notebook detected from nvidia-smi
+    assert results["launcher_branch"] == "multi_gpu" and "NCCL" in results["launcher_branch_description"]
+    assert results["ddp_launched_by"].startswith("notebook_launcher")
+    assert "launcher_trap_independent_runs" not in results  # the CPU trap does not apply here
+    text = (tmp_path / "executed.ipynb").read_text()
+    assert "branch: multi_gpu" in text and "Launching training on 2 CPUs." in text  # CPU torch: no CUDA here

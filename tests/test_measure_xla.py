@@ -33,6 +33,6 @@ def test_loader_throughput_records_dataloader_warnings():
 @pytest.mark.skipif(importlib.util.find_spec("torch_xla") is not None, reason="torch_xla is installed here")
 def test_xla_status_without_torch_xla(monkeypatch):
     monkeypatch.delenv("PJRT_DEVICE", raising=False)
-    ok, reason = xla_status(tpu_present=False)
+    ok, reason = xla_status()
     assert ok is False and "not installed" in reason and "torch 2.9.0" in reason
     assert "PJRT_DEVICE" not in os.environ  # nothing changed when there is nothing to use

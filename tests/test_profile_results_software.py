@@ -7,7 +7,6 @@ import math
 from pathlib import Path
 
 import pytest
-from accelerate.commands.config.config_args import load_config_from_file
 
 from freegpu import profile, results, software
 
@@ -89,14 +88,3 @@ def test_environment_signals_redact_values():
     # Values only for the allow-list; every other relevant name is listed with the mark.
     assert signals == {"HF_HOME": software.REDACTED, "HF_TOKEN": software.REDACTED, "PJRT_DEVICE": "TPU"}
     assert software.redact("token is hf_abcdef", env) == f"token is {software.REDACTED}"
-
-
-def test_accelerate_config_never_touches_the_users_own(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    out = tmp_path / "out"
-    out.mkdir()
-    first = software.write_accelerate_config(out, "no")
-    second = software.write_accelerate_config(out, "bf16")  # ours may be replaced
-    assert first == second and load_config_from_file(str(second)).mixed_precision == "bf16"
-    assert sorted(p.name for p in out.iterdir()) == ["accelerate_config.json"]
-    assert not (tmp_path / "hf_home").exists()

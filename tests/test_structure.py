@@ -91,7 +91,7 @@ def test_platform_paths_only_in_platform_module():
 def test_every_public_helper_is_used():
     """No dead helpers: each name in a module's __all__ is used by a notebook, another module or a build script.
 
-    Dataclasses are exempt: they are what the helpers return, read through attributes.
+    Dataclasses and exceptions are exempt: they are what the helpers return (read through attributes) or raise.
     """
     notebooks = "\n".join(code(load(n)) for n in NOTEBOOK_NAMES)
     package = {p.stem: p.read_text() for p in (ROOT / "shared" / "freegpu").glob("*.py")}
@@ -102,7 +102,8 @@ def test_every_public_helper_is_used():
         others = "\n".join([text for stem, text in package.items() if stem not in (module_name, "__init__")]
                            + [p.read_text() for p in (ROOT / "build").glob("*.py")])
         for symbol in module.__all__:
-            if dataclasses.is_dataclass(getattr(module, symbol)):
+            obj = getattr(module, symbol)
+            if dataclasses.is_dataclass(obj) or (isinstance(obj, type) and issubclass(obj, Exception)):
                 continue
             used = re.search(rf"\b{symbol}\b", notebooks) or re.search(rf"\b{symbol}\b", others)
             assert used, f"freegpu.{module_name}.{symbol} is used nowhere"

@@ -20,7 +20,6 @@ __all__ = [
     "environment_signals",
     "redact",
     "accelerate_env_report",
-    "write_accelerate_config",
 ]
 
 # Plain text, so it survives markdown and HTML alike (`<redacted>` would become an empty tag on a web page).
@@ -112,21 +111,3 @@ def accelerate_env_report(timeout: float = 120.0) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"`accelerate env` failed ({done.returncode}):\n{redact(done.stderr)}")
     return redact(done.stdout)
-
-
-def write_accelerate_config(output_dir: Path, mixed_precision: str) -> Path:
-    """Write an Accelerate config for this machine with `write_basic_config` into `output_dir` (notebook 00).
-
-    `write_basic_config` refuses to overwrite and defaults to the user's own config file, so we give it a fresh
-    temporary name inside `output_dir`, then rename it over our previous copy: the user's
-    `~/.cache/huggingface/accelerate/default_config.yaml` is never touched. The file is JSON, which Accelerate
-    reads by its `.json` suffix.
-    """
-    from accelerate.utils import write_basic_config
-
-    target = Path(output_dir) / "accelerate_config.json"
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.json")
-    tmp.unlink(missing_ok=True)
-    write_basic_config(mixed_precision=mixed_precision, save_location=str(tmp))
-    os.replace(tmp, target)
-    return target
