@@ -270,3 +270,39 @@ def test_course_bundles_are_valid_and_never_p100(tmp_path):
         assert (path.parent / code_file).read_bytes() == (root / "notebooks" / code_file).read_bytes()
     assert sorted(p.name for p in (tmp_path / "wheelhouse").iterdir()) == [
         "dataset-metadata.json", "freegpu-0.1.0-py3-none-any.whl"]
+
+
+TWO_PROCESS_SAVE = """
+import sys
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+
+from freegpu.resume import latest_checkpoint, save_checkpoint
+
+accelerator = Accelerator(cpu=True)
+model = torch.nn.Linear(4, 2)
+model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters()))
+folder = Path(sys.argv[1])
+for step in (5, 10):
+    save_checkpoint(accelerator, folder, step, total_limit=1)
+print("RANK", accelerator.process_index, "OF", accelerator.num_processes, latest_checkpoint(folder).name)
+"""
+
+
+def test_save_checkpoint_with_two_processes(tmp_path):
+    """Kaggle's T4 x2 branch, on CPU: every rank saves into one temporary folder, the main rank publishes it."""
+    import sys
+
+    from freegpu.launch import free_port, run_launch
+
+    script = tmp_path / "save.py"
+    script.write_text(TWO_PROCESS_SAVE)
+    done = run_launch([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                       "--master_port", str(free_port()), str(script), str(tmp_path / "ckpt")], timeout=180)
+    assert sorted(line for line in done.stdout.splitlines() if line.startswith("RANK")) == [
+        "RANK 0 OF 2 step_10", "RANK 1 OF 2 step_10"]
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step_10"]
+    files = sorted(p.name for p in (tmp_path / "ckpt" / "step_10").iterdir())
+    assert files == ["model.safetensors", "optimizer.bin", "random_states_0.pkl", "random_states_1.pkl"]
