@@ -31,6 +31,10 @@ def test_no_planted_secret_in_any_file_written(executed, course_out):
         executed(name)
     assert sorted(p.name for p in (course_out / "executed").iterdir()) == [f"{n}.ipynb" for n in NOTEBOOK_NAMES]
     assert planted_hits(course_out) == []
+    # The values were there to leak: 00 lists each planted name that looks relevant, with the visible mark.
+    shown = (course_out / "executed" / "00_environment_check.ipynb").read_text()
+    for name in ("HF_TOKEN", "KAGGLE_KEY", "KAGGLE_CREDS", "HF_SIGNING_KEY", "WANDB_API_KEY", "MY_DB_PASSWORD"):
+        assert f"| `{name}` | [redacted] |" in shown, name
 
 
 # --- parameters: the parameters and check cells only, in this process (seconds) --------------------------------
