@@ -40,9 +40,10 @@ ASSERTED = {
     "checkpointing_same_loss", "checkpointing_max_abs_grad_diff", "checkpointing_step_times_s",
     "checkpointing_step_time_ratio", "timing_clock", "checkpointing_cuda_peak_bytes", "found_batch_size",
     "batch_sizes_tried", "budget_bytes", "cap_bytes", "oom_errors", "oom_error_first", "search_follows_x09",
-    "second_call_tried", "search_device", "batch_search_ran", "batch_search_reason", "leak_growth_bytes",
-    "no_leak_growth_bytes", "train_loop_leak_growth_bytes", "leak_live_bytes_per_step", "free_memory_alive_bytes",
-    "zero_table", "zero_per_gpu_bytes", "deepspeed_ran", "deepspeed_reason", "deepspeed_config_stage",
+    "second_call_tried", "search_device", "retry_predicate", "batch_search_ran", "batch_search_reason",
+    "leak_growth_bytes", "no_leak_growth_bytes", "train_loop_leak_growth_bytes", "leak_live_bytes_per_step",
+    "free_memory_alive_bytes", "zero_table", "zero_per_gpu_bytes", "deepspeed_ran", "deepspeed_reason",
+    "deepspeed_config_stage",
 }
 
 
@@ -137,6 +138,9 @@ def test_03_find_executable_batch_size_under_a_real_cap(run03):
     assert results["budget_bytes"] == results["parameters"]["budget_mib"] * MiB
     assert results["cap_bytes"] > results["budget_bytes"] and results["search_device"] == "cpu"
     assert (out / "find_batch_size.py").is_file()
+    # Accelerate's own test, on the real error text: only a RuntimeError with a known message is retried.
+    assert results["retry_predicate"] == {"this RuntimeError": True, "the same text in a ValueError": False,
+                                          "MemoryError()": False}
 
 
 def test_03_the_search_script_runs_uncapped_as_on_a_gpu(run03, tmp_path):
@@ -274,3 +278,30 @@ def test_interleaved_timings_uses_the_given_clock():
                                clock=lambda: next(ticks))
     assert times == {"a": [1, 1], "b": [1, 1]}
     assert interleaved_timings({"c": lambda: time.sleep(0)}, repeats=1)["c"][0] >= 0
+
+
+def test_saved_tensors_counts_without_keeping_the_graph_alive():
+    """The counter of notebooks 02 and 03 must not itself leak: a graph it counted is freed with the loss."""
+    import weakref
+
+    from freegpu.measure import SavedTensors
+
+    packed = []
+
+    class Witness(SavedTensors):
+        def _pack(self, tensor):
+            stored = super()._pack(tensor)  # what autograd keeps until backward or until the graph dies
+            packed.append(weakref.ref(stored))
+            return stored
+
+    model = build_row_transformer(8, 4, 16, 1, 3)
+    x, y = torch.randn(4, 32), torch.tensor([0, 1, 2, 0])
+    gc.disable()
+    try:
+        with Witness() as saved:
+            loss = F.cross_entropy(model(x), y)
+        assert saved.activation_bytes > 0 and any(ref() is not None for ref in packed)
+        del loss
+        assert all(ref() is None for ref in packed)
+    finally:
+        gc.enable()

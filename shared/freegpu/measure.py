@@ -115,7 +115,9 @@ class SavedTensors:
                 self.activation_bytes += storage.nbytes()
                 name = str(tensor.dtype).removeprefix("torch.")
                 self.by_dtype[name] = self.by_dtype.get(name, 0) + storage.nbytes()
-        return tensor
+        # A detached alias (same storage): returning `tensor` itself would tie a saved output to its own grad_fn
+        # through C++, a cycle the garbage collector cannot see, and every graph counted here would stay alive.
+        return tensor.detach()
 
     def __enter__(self) -> SavedTensors:
         import torch
