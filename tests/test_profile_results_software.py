@@ -11,20 +11,9 @@ import pytest
 from freegpu import profile, results, software
 
 
-def test_check_choice_names_value_and_allowed():
+def test_resolve_profile_refuses_unknown_names():
     with pytest.raises(ValueError, match=r"profile='fastest'.*'auto', 'smoke', 'full'"):
-        profile.check_choice("profile", "fastest", profile.PROFILES)
-    assert profile.check_choice("profile", "smoke", profile.PROFILES) == "smoke"
-
-
-def test_check_number():
-    assert profile.check_number("batch_size", 8, minimum=1, integer=True) == 8
-    with pytest.raises(ValueError, match=r"batch_size=0 is out of range"):
-        profile.check_number("batch_size", 0, minimum=1, integer=True)
-    with pytest.raises(TypeError, match=r"batch_size=2.5 must be an integer"):
-        profile.check_number("batch_size", 2.5, integer=True)
-    with pytest.raises(TypeError):
-        profile.check_number("lr", True)
+        profile.resolve_profile("fastest", "cpu")
 
 
 @pytest.mark.parametrize("asked, device, expected", [

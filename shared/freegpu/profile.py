@@ -1,38 +1,15 @@
-"""Parameter checks and the `auto` / `smoke` / `full` profile every notebook takes.
+"""The `auto` / `smoke` / `full` profile every notebook takes (its parameters are checked by `freegpu.checks`).
 
-Introduced in notebook 00. A wrong value fails in the cell right after the parameters, with a message that names
-the value and what is allowed, before any work is done.
+Introduced in notebook 00.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from .checks import check_choice
 
-__all__ = ["PROFILES", "check_choice", "check_number", "resolve_profile", "require_hub"]
+__all__ = ["PROFILES", "resolve_profile", "require_hub"]
 
 PROFILES = ("auto", "smoke", "full")
-
-
-def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
-    """Return `value` if it is one of `allowed`, else raise `ValueError` naming both (notebook 00)."""
-    allowed = tuple(allowed)
-    if value not in allowed:
-        raise ValueError(f"parameter {name}={value!r} is not allowed; choose one of: "
-                         + ", ".join(repr(a) for a in allowed))
-    return value
-
-
-def check_number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None,
-                 integer: bool = False) -> Any:
-    """Return `value` if it is a number (an `int` when `integer`) within bounds, else raise a clear error."""
-    kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise TypeError(f"parameter {name}={value!r} must be {'an integer' if integer else 'a number'}")
-    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        bounds = f"[{minimum if minimum is not None else '-inf'}, {maximum if maximum is not None else 'inf'}]"
-        raise ValueError(f"parameter {name}={value!r} is out of range; allowed: {bounds}")
-    return value
 
 
 def resolve_profile(profile: str, device_kind: str) -> tuple[str, str]:
