@@ -111,6 +111,8 @@ def test_dtype_trace_sees_what_autocast_runs():
         y = layer(x)
     ops = forward.op_dtypes()
     assert ops["addmm"] == "bfloat16" and y.dtype == torch.bfloat16
+    assert forward.signatures()["addmm"] == "(bfloat16, bfloat16, bfloat16) -> bfloat16"
+    assert forward.signatures()["_to_copy(float32->bfloat16)"] == "(float32) -> bfloat16"
     assert forward.count("_to_copy(float32->bfloat16)") == 3  # weight, bias and input: temporary copies
     assert layer.weight.dtype == torch.float32
     with DtypeTrace() as backward:

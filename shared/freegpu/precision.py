@@ -159,15 +159,29 @@ class DtypeTrace:
     def __exit__(self, *exc) -> None:
         self._mode.__exit__(*exc)
 
-    def op_dtypes(self) -> dict[str, str]:
-        """Compute op -> the dtype(s) of its first output; casts appear as `_to_copy(float32->bfloat16)`."""
-        found: dict[str, set[str]] = {}
+    def _compute(self):
+        """(name, record) of every op that computes; casts are named `_to_copy(float32->bfloat16)`."""
         for rec in self.records:
             if rec.op in _LAYOUT_OPS or not rec.outputs:
                 continue
             name = f"_to_copy({rec.inputs[0]}->{rec.outputs[0]})" if rec.op == "_to_copy" else rec.op
+            yield name, rec
+
+    def op_dtypes(self) -> dict[str, str]:
+        """Compute op -> the dtype(s) of its first output, in the order the ops first ran."""
+        found: dict[str, set[str]] = {}
+        for name, rec in self._compute():
             found.setdefault(name, set()).add(rec.outputs[0])
         return {name: "/".join(sorted(kinds)) for name, kinds in found.items()}
+
+    def signatures(self) -> dict[str, str]:
+        """Compute op -> `(input dtypes) -> output dtype`, each distinct signature once, in order of first use."""
+        found: dict[str, list[str]] = {}
+        for name, rec in self._compute():
+            signature = f"({', '.join(rec.inputs)}) -> {rec.outputs[0]}"
+            if signature not in found.setdefault(name, []):
+                found[name].append(signature)
+        return {name: "; ".join(signatures) for name, signatures in found.items()}
 
     def count(self, op: str) -> int:
         """How many times `op` (or a cast name from `op_dtypes`) ran."""
