@@ -82,6 +82,9 @@ def test_06_time_budget_and_commit_rehearsal(nb06):
     rehearsal = out / "rehearsal" / "kaggle"
     attached = rehearsal / "input" / "06-kaggle-commit-workflow" / NAME / "train" / "checkpoints"
     assert (attached / stop["checkpoint"]).is_dir()
+    # The Kaggle branch looks for attached checkpoints the same way; here, in the rehearsed input folder.
+    assert resume.attached_checkpoints(rehearsal / "input", f"{NAME}/train") == [attached]
+    assert resume.attached_checkpoints(rehearsal / "input", "other/train") == []
     assert (rehearsal / "working" / NAME / "train" / "final" / "model.safetensors").is_file()
 
 

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["checkpoint_step", "list_checkpoints", "latest_checkpoint", "save_checkpoint", "TimeBudget",
-           "dir_bytes", "check_save_fits", "plan_epochs"]
+__all__ = ["checkpoint_step", "list_checkpoints", "latest_checkpoint", "attached_checkpoints", "save_checkpoint",
+           "TimeBudget", "dir_bytes", "check_save_fits", "plan_epochs"]
 
 _NAME = re.compile(r"step_(\d+)")
 
@@ -40,6 +40,14 @@ def latest_checkpoint(*folders: Path | str) -> Path | None:
     """The checkpoint with the highest step across `folders` (say, this run's and a previous version's), or `None`."""
     found = [p for folder in folders for p in list_checkpoints(folder)]
     return max(found, key=checkpoint_step) if found else None
+
+
+def attached_checkpoints(input_dir: Path | str, run: str) -> list[Path]:
+    """The `<input_dir>/<source>/<run>/checkpoints` folders: what earlier versions left, attached as inputs.
+
+    On Kaggle, the output of an earlier version attached to this one appears, read-only, under the input folder.
+    """
+    return sorted(Path(input_dir).glob(f"*/{run}/checkpoints"))
 
 
 def save_checkpoint(accelerator, folder: Path | str, step: int, total_limit: int,
