@@ -40,6 +40,7 @@ LANE_TITLES = {"main": "main environment", "xla": "XLA lane"}
 # `[text](02_mixed_precision.ipynb)`, `[text](notebooks/02_x.ipynb#step-1)`: group 1 the text, group 2 the number.
 NOTEBOOK_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\((?:\.\./)?(?:notebooks/)?(\d\d)_[\w.-]*?\.ipynb(?:#[\w-]*)?\)")
 TABLE_MARKER = "<!-- course:notebook-table -->"
+BUILD_MARKER = "<!-- course:build-line -->"
 
 
 class SiteBuildError(RuntimeError):
@@ -239,6 +240,22 @@ def _notebook_section(out_root: Path, name: str, title: str, runs: list[dict], s
     return lines
 
 
+def build_line(out_root: Path, summary: dict) -> str:
+    """How this build ran the notebooks, from their results: profiles, devices, lanes, the machine's CPUs."""
+    results = [v for v in (_results(out_root, r) for r in summary["notebooks"]) if v]
+    parts = []
+    for key, label in (("profile", "profile"), ("device", "device")):
+        found = sorted({str(v[key]) for v in results if v.get(key) is not None})
+        if found:
+            parts.append(f"{label} {', '.join(f'`{f}`' for f in found)}")
+    lanes = sorted({LANE_TITLES.get(r.get("lane", "main"), r.get("lane")) for r in summary["notebooks"]})
+    parts.append(" and ".join(lanes))
+    cpus = (summary.get("machine") or {}).get("logical_cpus")
+    if cpus:
+        parts.append(f"{cpus} logical CPUs")
+    return "; ".join(parts)
+
+
 def readme_table(readme: str, pages: dict[str, Page]) -> str:
     """The README's notebook table, its links pointing at the site's pages (plain text where there is none)."""
     lines = readme.splitlines()
@@ -303,6 +320,7 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
                     *(p.docname for p in extra), "```"]
     index = (src / "index.md").read_text().replace(TABLE_MARKER, readme_table(readme, pages) + "\n\n"
                                                    + "\n".join(toctree))
+    index = index.replace(BUILD_MARKER, build_line(out_root, summary))
     (src / "index.md").write_text(index)
     course = {"title": "Accelerate on free notebooks", "version": settings["version"],
               "copyright": time.strftime("%Y"), "repository": settings["repo"], "branch": settings["branch"],

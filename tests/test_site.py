@@ -173,6 +173,8 @@ def test_measurements_page_lists_every_run_and_no_none(site):
 def test_front_page_has_the_readme_table_and_planned_links_are_text(site):
     index = (site / "index.html").read_text()
     assert 'href="notebooks/00_intro.html"' in index and "Four ways to use it" in text_of(index)
+    assert re.search(r"profile\s+smoke\s*;\s*device\s+cpu\s*,\s*xla\s*;\s*XLA lane and main environment;\s+2 logical",
+                     text_of(index))  # how this build ran, from its results
     assert "planned" in text_of(index) and "02_planned" not in index
     intro = (site / "notebooks/00_intro.html").read_text()
     assert "02 · Planned" in text_of(intro) and "02_planned" not in intro
