@@ -224,3 +224,21 @@ def test_launch_errors_are_redacted(monkeypatch):
     with pytest.raises(launch.LaunchError) as info:
         launch.run_launch([sys.executable, "-c", script], timeout=30)
     assert "launch-planted-secret-5150" not in str(info.value) and software.REDACTED in str(info.value)
+
+
+def test_two_runs_starting_at_once_in_one_folder(tmp_path):
+    """00 and 04 pass their checks on one empty folder at the same moment: one claims it, the other is refused,
+    and a run whose folder was taken over never writes results.json over the other's."""
+    out = checks.check_output_dir(str(tmp_path / "out"), "00_environment_check")
+    assert checks.check_output_dir(str(out), "04_tpu_data_loaders") == out  # both checks pass: still empty
+    first = results.start_run("00_environment_check", "smoke", "script", "cpu", out)
+    with pytest.raises(ValueError, match="belongs to notebook '00_environment_check'"):
+        results.start_run("04_tpu_data_loaders", "smoke", "script", "cpu", out)
+    (out / checks.RUN_MARKER).unlink()
+    (out / checks.RUN_MARKER).touch()  # the instant between another run's claim and its marker's content
+    with pytest.raises(ValueError, match="claimed by another run a moment ago"):
+        results.start_run("04_tpu_data_loaders", "smoke", "script", "cpu", out)
+    assert "claiming it right now" in _refusal(str(out), "04_tpu_data_loaders")
+    with pytest.raises(RuntimeError, match="claimed by another run since this one started"):
+        first.save()
+    assert not (out / "results.json").exists()

@@ -183,6 +183,8 @@ def check_output_dir(output_dir: Any, notebook: str, info=None) -> Path:
                                             "notebook its own folder")
         if _alive_elsewhere(marker):
             raise _refuse(output_dir, path, f"another run of {notebook} (pid {marker['pid']}) is writing to it")
+    elif (path / RUN_MARKER).exists():
+        raise _refuse(output_dir, path, "another run is claiming it right now; give each run its own folder")
     elif any(path.iterdir()):
         names = sorted(p.name for p in path.iterdir())
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")

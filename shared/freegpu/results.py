@@ -162,6 +162,14 @@ class Run:
         that died, and the next `start_run` clears it. Everything in the folder is made readable first (see
         `share_outputs`).
         """
+        from .checks import read_marker
+
+        marker = read_marker(self.output_dir) or {}
+        if (marker.get("pid"), marker.get("started_at"), marker.get("notebook")) != (os.getpid(), self._started,
+                                                                                     self.notebook):
+            raise RuntimeError(f"{self.output_dir} was claimed by another run since this one started "
+                               f"({marker.get('notebook')!r}, pid {marker.get('pid')}); results.json not written. "
+                               "Give each run its own output_dir.")
         share_outputs(self.output_dir)
         path = write_json_atomic(self.output_dir / "results.json", self.as_dict())
         _write_marker(self.output_dir, self.notebook, "complete", self._started)
@@ -193,10 +201,18 @@ def start_run(notebook: str, profile: str, platform: str, device: str, output_di
     marker = read_marker(output_dir)
     if marker is not None and marker.get("notebook") != notebook:
         raise ValueError(f"{output_dir} belongs to notebook {marker.get('notebook')!r}; check_output_dir refuses it")
+    if marker is None and (output_dir / RUN_MARKER).exists():
+        raise ValueError(f"{output_dir} was claimed by another run a moment ago; give each run its own output_dir")
     if marker is None and any(output_dir.iterdir()):
         raise ValueError(f"{output_dir} holds files that no course run wrote; check_output_dir refuses it")
     run = Run(notebook=notebook, profile=profile, platform=platform, device=device, output_dir=output_dir,
               parameters=dict(parameters or {}))
+    if marker is None:  # claim the empty folder: of two runs starting at once, exactly one creates the marker
+        try:
+            os.close(os.open(output_dir / RUN_MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, umask_mode()))
+        except FileExistsError:
+            raise ValueError(f"{output_dir} was claimed by another run a moment ago; give each run its own "
+                             "output_dir") from None
     _write_marker(output_dir, notebook, "running", run._started)
     for entry in output_dir.iterdir():  # the previous run of this notebook, complete or killed
         if entry.name != RUN_MARKER:
