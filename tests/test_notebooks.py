@@ -81,6 +81,9 @@ def test_00_environment_check(executed, course_out):
     assert results["parameters"]["profile"] == "smoke" and results["parameters"]["check_internet"] is True
     assert sims["Colab Pro A100"].startswith("mixed_precision=bf16")
     assert any("fp16" in p and "nothing" in p for p in results["pitfalls"])
+    outputs = [o for c in json.loads((course_out / "executed" / "00_environment_check.ipynb").read_text())["cells"]
+               if c["cell_type"] == "code" for o in c["outputs"]]
+    assert not any(o["output_type"] == "execute_result" for o in outputs)  # no stray values under cells
 
 
 def test_00_runs_with_nbconvert_and_no_parameters(tmp_path):
