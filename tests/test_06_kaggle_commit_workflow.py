@@ -27,10 +27,13 @@ def nb06(executed, course_out):
 def test_06_kill_and_resume_is_exact(nb06):
     _, r, out = nb06
     p = r["parameters"]
+    assert r["data_source"].startswith("sklearn.datasets.load_digits")
     assert r["steps_per_epoch"] == math.ceil(1438 / p["batch_size"])  # the digits' train split, 1438 images
     assert r["killed_exit_status"] == -9  # SIGKILL from the notebook
-    assert r["killed_at_step"] == p["kill_at_step"] < r["steps_per_epoch"]  # mid-epoch
-    last_checkpoint = p["kill_at_step"] // p["checkpointing_steps"] * p["checkpointing_steps"]
+    # The kill is sent when the run reports kill_at_step; a loaded machine may let it take a step more first.
+    assert p["kill_at_step"] <= r["killed_at_step"] < r["steps_per_epoch"]  # mid-epoch
+    assert r["killed_at_step"] % p["checkpointing_steps"] != 0  # between two checkpoints
+    last_checkpoint = r["killed_at_step"] // p["checkpointing_steps"] * p["checkpointing_steps"]
     assert r["checkpoints_after_kill"] == [f"step_{last_checkpoint}"]
     assert r["resumed_from_checkpoint"] == f"step_{last_checkpoint}"
     assert r["resume_max_abs_weight_diff"] == 0.0
