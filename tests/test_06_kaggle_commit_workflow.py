@@ -312,3 +312,27 @@ def test_save_checkpoint_with_two_processes(tmp_path):
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["step_10"]
     files = sorted(p.name for p in (tmp_path / "ckpt" / "step_10").iterdir())
     assert files == ["model.safetensors", "optimizer.bin", "random_states_0.pkl", "random_states_1.pkl"]
+
+
+def test_wheelhouse_round_trip(tmp_path, monkeypatch):
+    """A project's wheel, plus a requirement fetched into a second wheelhouse, installed with --no-index."""
+    import subprocess
+    import sys
+
+    project = tmp_path / "tiny"
+    (project / "tinypkg").mkdir(parents=True)
+    (project / "tinypkg" / "__init__.py").write_text("ANSWER = 42\n")
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["hatchling"]\nbuild-backend = '
+                                            '"hatchling.build"\n[project]\nname = "tinypkg"\nversion = "1.0"\n')
+    first = wheelhouse.build_wheelhouse(tmp_path / "house", project)
+    assert first == ["tinypkg-1.0-py2.py3-none-any.whl"]
+    monkeypatch.chdir(tmp_path)  # a relative path is a path, not a name for pip to look up on an index
+    second = wheelhouse.build_wheelhouse(tmp_path / "house2", Path("tiny"), [str(tmp_path / "house" / first[0])],
+                                         metadata={"title": "tiny wheels"})
+    assert second == first
+    assert json.loads((tmp_path / "house2" / "dataset-metadata.json").read_text()) == {"title": "tiny wheels"}
+    target = tmp_path / "target"
+    assert "Successfully installed tinypkg-1.0" in wheelhouse.install_offline(tmp_path / "house2", "tinypkg", target)
+    found = subprocess.run([sys.executable, "-c", "import tinypkg; print(tinypkg.ANSWER, tinypkg.__file__)"],
+                           env={"PYTHONPATH": str(target)}, capture_output=True, text=True, check=True).stdout
+    assert found.startswith("42 " + str(target))

@@ -66,6 +66,7 @@ def build_wheelhouse(folder: Path, project: Path, requirements: list[str] = (), 
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    project = Path(project).resolve()  # a path, never a name pip would look up on the index
     _pip("wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", str(folder), str(project),
          timeout=timeout)
     if requirements:
