@@ -13,11 +13,14 @@ from torch.utils.data import DataLoader
 __all__ = ["train_accelerate", "evaluate_accelerate"]
 
 
-def train_accelerate(accelerator, model, train_dataset, num_epochs, batch_size, learning_rate, seed):
+def train_accelerate(accelerator, model, train_dataset, num_epochs, batch_size, learning_rate,
+                     seed):
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     generator = torch.Generator().manual_seed(seed)
-    train_dataloader = DataLoader(train_dataset, batch_size=batch_size, shuffle=True, generator=generator)
-    model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)  # NEW
+    train_dataloader = DataLoader(train_dataset, batch_size=batch_size, shuffle=True,
+                                  generator=generator)
+    model, optimizer, train_dataloader = accelerator.prepare(  # NEW
+        model, optimizer, train_dataloader)
     losses = []
     model.train()
     for epoch in range(num_epochs):
