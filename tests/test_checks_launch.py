@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -242,3 +243,24 @@ def test_two_runs_starting_at_once_in_one_folder(tmp_path):
     with pytest.raises(RuntimeError, match="claimed by another run since this one started"):
         first.save()
     assert not (out / "results.json").exists()
+
+
+def test_run_launches_side_by_side_and_interrupted(tmp_path):
+    done = launch.run_launches({"a": [sys.executable, "-c", "print('A')"], "b": [sys.executable, "-c", "print('B')"]},
+                               timeout=60)
+    assert {name: r.stdout.strip() for name, r in done.items()} == {"a": "A", "b": "B"}
+    with pytest.raises(launch.LaunchError, match=r"b: .* exited with status 2"):
+        launch.run_launches({"a": [sys.executable, "-c", "pass"], "b": [sys.executable, "-c", "exit(2)"]}, timeout=60)
+    seen: list[psutil.Process] = []
+
+    def interrupt_when_running():  # what Jupyter's stop button does: SIGINT to the kernel, mid-cell
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(seen) < 6:
+            seen[:] = psutil.Process().children(recursive=True)
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_running, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        launch.run_launches({"a": [sys.executable, "-c", _TREE], "b": [sys.executable, "-c", _TREE]}, timeout=120)
+    assert len(seen) >= 6 and _all_gone(seen)

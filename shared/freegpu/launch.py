@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from .software import redact
 
-__all__ = ["free_port", "die_with_parent", "launched", "run_launch", "LaunchError", "LauncherBranch",
+__all__ = ["free_port", "die_with_parent", "launched", "run_launch", "run_launches", "LaunchError", "LauncherBranch",
            "launcher_branch", "read_reports"]
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
@@ -155,6 +156,44 @@ def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = N
         raise LaunchError(f"{' '.join(map(str, cmd))} exited with status {proc.returncode} after "
                           f"{time.monotonic() - start:.1f} s; end of its stderr:\n{redact(stderr[-3000:])}")
     return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
+
+
+def _drain(stream, into: list[str]) -> threading.Thread:
+    thread = threading.Thread(target=lambda: into.append(stream.read()), daemon=True)
+    thread.start()
+    return thread
+
+
+def run_launches(commands: Mapping[str, Sequence[str]], *, timeout: float, cwd: Path | str | None = None,
+                 env: dict[str, str] | None = None) -> dict[str, subprocess.CompletedProcess]:
+    """Run several commands side by side, each under its guard; return their outputs by name, as `run_launch` does.
+
+    This thread does the waiting (helper threads only read the pipes), so an interrupted cell, an error or the
+    timeout ends every launch and all it started at once. Introduced in notebook 01 (two script launches).
+    """
+    start = time.monotonic()
+    texts: dict[str, tuple[list[str], list[str]]] = {name: ([], []) for name in commands}
+    with contextlib.ExitStack() as stack:
+        procs = {name: stack.enter_context(launched(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                                    stderr=subprocess.PIPE)) for name, cmd in commands.items()}
+        readers = [_drain(getattr(proc, stream), texts[name][i])
+                   for name, proc in procs.items() for i, stream in enumerate(("stdout", "stderr"))]
+        for name, proc in procs.items():
+            try:
+                proc.wait(timeout=max(0.0, timeout - (time.monotonic() - start)))
+            except subprocess.TimeoutExpired:
+                raise LaunchError(f"{name}: {' '.join(map(str, commands[name]))} ran past {timeout:.0f} s and was "
+                                  "stopped, with every other launch") from None
+        for reader in readers:
+            reader.join(_GRACE_S)
+    done = {name: subprocess.CompletedProcess(list(commands[name]), procs[name].returncode, "".join(texts[name][0]),
+                                              "".join(texts[name][1])) for name in commands}
+    for name, result in done.items():
+        if result.returncode != 0:
+            raise LaunchError(f"{name}: {' '.join(map(str, commands[name]))} exited with status {result.returncode} "
+                              f"after {time.monotonic() - start:.1f} s; end of its stderr:\n"
+                              f"{redact(result.stderr[-3000:])}")
+    return done
 
 
 @dataclass(frozen=True)
