@@ -66,7 +66,7 @@ def test_05_bert_finetune(executed, course_out):
     assert results["model_files"] == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     assert json.loads((out / "model" / "config.json").read_text())["id2label"] == {"0": "negative", "1": "positive"}
     if importlib.util.find_spec("torch_xla") is None:
-        assert results["xla_ran"] is False and results["xla_compiles_per_step"] == []
+        assert results["xla_ran"] is False and "xla_compiles_per_step" not in results
         assert "torch_xla is not installed" in results["xla_reason"]
 
 

@@ -87,7 +87,9 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
     elif profile == "full":
         text_fields, label_names = GLUE_TASKS[task]
         data = _load_glue(task)
-        task_data = (data["train"], data["validation"], text_fields, label_names)
+        keep = [*text_fields, "label"]  # GLUE's `idx` column would reach the model as an argument
+        task_data = (data["train"].select_columns(keep), data["validation"].select_columns(keep), text_fields,
+                     label_names)
         source = f"GLUE {task} from the Hugging Face Hub (eval: its validation split)"
         model = model_name or FULL_MODEL
         learning_rate = 3e-5  # the middle of the BERT paper's {2e-5, 3e-5, 5e-5}
