@@ -58,7 +58,7 @@ def run_checks(name: str, output_dir: Path | str, **overrides) -> dict:
     params, check = _cells(name)
     namespace: dict = {}
     exec(params, namespace)  # noqa: S102 - the notebook's own cells, as papermill runs them
-    namespace.update({"output_dir": str(output_dir), **overrides})
+    namespace.update({"output_dir": str(output_dir) if isinstance(output_dir, Path) else output_dir, **overrides})
     exec(check, namespace)  # noqa: S102
     return namespace
 
@@ -112,7 +112,10 @@ def refusals(name: str, tmp_path: Path) -> list[tuple[str, object, str, str]]:
         values = (["fastest", 0] if param == "profile" else [7, None, "nul\0byte"] if param == "output_dir"
                   else BAD_BY_TYPE[kind.split("[")[0]])
         for value in values:
-            attempt(param, value, tmp_path / f"out{next(fresh)}", {param: value})
+            if param == "output_dir":
+                attempt(param, value, value, {})
+            else:
+                attempt(param, value, tmp_path / f"out{next(fresh)}", {param: value})
     for label, path in _bad_output_dirs(tmp_path).items():
         attempt("output_dir", label, path, {})
     for param, overrides in BAD_TOGETHER.get(name, []):
@@ -125,7 +128,8 @@ def test_every_bad_parameter_is_refused_naming_it(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run_checks(name, tmp_path / "good")  # the defaults pass
     tried = refusals(name, tmp_path)
-    unnamed = [(p, v, msg) for p, v, _, msg in tried if p not in msg]
+    # The check's own words ("parameter NAME=VALUE ..."), not an error that happens to mention the name.
+    unnamed = [(p, v, msg) for p, v, _, msg in tried if not msg.startswith("parameter ") or p not in msg]
     assert not unnamed, f"{name}: errors that do not name the parameter: {unnamed}"
     assert not (tmp_path / "results.json").exists()
 
