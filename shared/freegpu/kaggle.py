@@ -18,8 +18,8 @@ from typing import Any
 __all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "write_kernel_bundle",
            "dataset_metadata", "kaggle_commands", "write_course_bundles"]
 
-# What to ask `machine_shape` for. Without it, `enable_gpu: true` alone gets a P100, which Kaggle has retired
-# (its image has no sm_60 kernels; the CLI warns and the session runs elsewhere): always name the shape.
+# What to ask `machine_shape` for. Without it, `enable_gpu: true` alone has meant a P100 (kaggle-cli issue #821),
+# which Kaggle has retired (its image has no sm_60 kernels; the CLI warns when a push names it): name the shape.
 MACHINE_SHAPES = {"gpu": "NvidiaTeslaT4", "tpu": "TpuV5E8", "cpu": None}  # T4 x2 (no single T4); TPU v5e-8
 OWNER = "your-kaggle-username"  # a placeholder the learner replaces before pushing
 RETIRED_SHAPES = {"nvidiateslap100", "tpuv38", "tpu1vmv38", "tpuv232", "tpuv2256"}
@@ -89,7 +89,8 @@ def validate_kernel_metadata(meta: dict[str, Any], folder: Path | None = None) -
     if shape and shape.lower() in RETIRED_SHAPES:
         problems.append(f"machine_shape {shape!r} is retired; use {MACHINE_SHAPES['gpu']} or {MACHINE_SHAPES['tpu']}")
     if (meta.get("enable_gpu") or meta.get("enable_tpu")) and not shape:
-        problems.append("enable_gpu/enable_tpu without machine_shape gets a retired P100 or TPU; name the shape")
+        problems.append("enable_gpu/enable_tpu without machine_shape: that asked for a P100 or a TPU v3, both "
+                        "retired; name the shape")
     return problems
 
 
