@@ -119,7 +119,7 @@ def unlink_missing(text: str, numbers: set[str]) -> str:
 
 def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
     run = page.run
-    lines = [f"Executed by this build: **{run['status']}**, {_wall(run)}, peak memory {run['peak_rss_mb']:.0f} MB"]
+    lines = [f"Executed by this build: **{run['status']}**, {_wall(run)}, peak memory {_memory(run)}"]
     if results:
         lines[0] += f", profile `{results.get('profile')}`, device `{results.get('device')}`"
     lines[0] += f". See {{ref}}`what this build measured <measured-{page.name}>`."
@@ -163,8 +163,14 @@ def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[s
     nbformat.write(nb, dest)
 
 
+def _memory(run: dict) -> str:
+    return f"{run['peak_rss_mb']:.0f} MB" if run.get("peak_rss_mb") else "-"
+
+
 def _wall(run: dict) -> str:
     wall, budget = run.get("wall_s"), run.get("budget_s")
+    if run["status"] != "ok" and not wall:  # never started (the XLA lane's environment was missing)
+        return "did not start"
     if budget is None:
         return f"{wall:.1f} s"
     over = " [over budget]{.over-budget}" if wall > budget else ""
@@ -208,7 +214,7 @@ def measurements_page(out_root: Path, summary: dict, titles: dict[str, str], src
     for run in runs:
         lane = LANE_TITLES.get(run.get("lane", "main"), run.get("lane"))
         lines.append(f"| {{ref}}`{titles.get(run['name'], run['name'])} <measured-{run['name']}>` | {lane} | "
-                     f"[{run['status']}]{{.status-{run['status']}}} | {_wall(run)} | {run['peak_rss_mb']:.0f} MB |")
+                     f"[{run['status']}]{{.status-{run['status']}}} | {_wall(run)} | {_memory(run)} |")
     for name in dict.fromkeys(r["name"] for r in runs):
         lines += ["", *_notebook_section(out_root, name, titles.get(name, name),
                                          [r for r in runs if r["name"] == name], src)]
@@ -219,7 +225,7 @@ def _notebook_section(out_root: Path, name: str, title: str, runs: list[dict], s
     results = [_results(out_root, r) for r in runs]
     heads = [LANE_TITLES.get(r.get("lane", "main"), r.get("lane")) for r in runs]
     rows = {"status": [f"[{r['status']}]{{.status-{r['status']}}}" for r in runs],
-            "wall time": [_wall(r) for r in runs], "peak memory": [f"{r['peak_rss_mb']:.0f} MB" for r in runs]}
+            "wall time": [_wall(r) for r in runs], "peak memory": [_memory(r) for r in runs]}
     for label in ("profile", "platform", "device"):
         rows[label] = [_format(v[label]) if v and v.get(label) is not None else "" for v in results]
     keyed = [key_results(v) if v else {} for v in results]

@@ -242,16 +242,21 @@ class Browser:
             os.set_inheritable(4, True)
 
         self.proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                                      "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
+                                      "--disable-dev-shm-usage", "--remote-debugging-pipe",
+                                      f"--user-data-dir={profile}", "about:blank"],
                                      pass_fds=(3, 4), preexec_fn=wire, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         os.close(to_chrome)
         os.close(from_chrome)
         self._buffer, self._id, self.events = b"", 0, []
-        target = self.call("Target.createTarget", url="about:blank")["targetId"]
-        self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-        for domain in ("Runtime", "Log", "Page", "Network"):
-            self.call(f"{domain}.enable", session=True)
+        try:
+            target = self.call("Target.createTarget", url="about:blank")["targetId"]
+            self.session = self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+            for domain in ("Runtime", "Log", "Page", "Network"):
+                self.call(f"{domain}.enable", session=True)
+        except BaseException:
+            self.close()
+            raise
 
     def _message(self, deadline: float) -> dict:
         while b"\0" not in self._buffer:
