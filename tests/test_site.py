@@ -206,20 +206,30 @@ def test_a_broken_reference_fails_the_build(tmp_path):
         assert re.search(rf"01_words\.ipynb.*{re.escape(culprit)}", said), culprit
 
 
-def test_the_xla_lane_runs_in_the_other_python_and_a_missing_one_fails(tmp_path):
+def test_make_course_path_runs_the_xla_lane_and_shows_it_as_the_notebook_page(tmp_path, monkeypatch):
+    """run_course.main with --xla-python (what `make course` passes): both lanes run, the site shows the XLA one."""
     runner = load_build_script("run_course")
-    notebooks = tmp_path / "notebooks"
-    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('output_dir = ""', metadata={
-        "tags": ["parameters"]}), nbformat.v4.new_code_cell(
-        "import json, os, pathlib\n"
-        "pathlib.Path(output_dir, 'results.json').write_text(json.dumps({'pjrt': os.environ.get('PJRT_DEVICE')}))")],
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    notebooks, out = tmp_path / "notebooks", tmp_path / "out"
+    notebooks.mkdir()
+    name = runner.XLA_LANE[0]
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('output_dir = ""', metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import json, os, pathlib\npjrt = os.environ.get('PJRT_DEVICE')\n"
+                                  "print(f'PJRT_DEVICE is {pjrt}')\n"
+                                  "pathlib.Path(output_dir, 'results.json').write_text(json.dumps({'pjrt': pjrt}))")],
         metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}}),
-        notebooks.mkdir() or notebooks / "04_lane.ipynb")
-    runs = runner.run_xla_lane(Path(sys.executable), [notebooks / "04_lane.ipynb"], tmp_path / "out", {})
-    assert [(r.name, r.lane, r.status, r.budget_s) for r in runs] == [("04_lane", "xla", "ok", None)]
-    assert runs[0].executed == "xla/executed/04_lane.ipynb"
-    assert json.loads((tmp_path / "out" / runs[0].results).read_text()) == {"pjrt": "CPU"}
-    missing = runner.run_xla_lane(tmp_path / "no-python", [notebooks / "04_lane.ipynb"], tmp_path / "out2", {})
+        notebooks / f"{name}.ipynb")
+    assert runner.main(["--notebooks", str(notebooks), "--out", str(out), "--xla-python", sys.executable]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(r["lane"], r["status"], r["budget_s"]) for r in summary["notebooks"]] == [
+        ("main", "ok", runner.BUDGET_S[name[:2]]), ("xla", "ok", None)]
+    assert json.loads((out / summary["notebooks"][1]["results"]).read_text()) == {"pjrt": "CPU"}
+    assert summary["site"]["build_s"] > 0
+    page, kept = (text_of((out / "site/notebooks" / f"{stem}.html").read_text())
+                  for stem in (name, f"{name}-main-env"))
+    assert "PJRT_DEVICE is CPU" in page and "PJRT_DEVICE is None" in kept
+    missing = runner.run_xla_lane(tmp_path / "no-python", [notebooks / f"{name}.ipynb"], tmp_path / "out2", {})
     assert missing[0].status == "failed" and "XLA lane did not run" in missing[0].error
 
 
