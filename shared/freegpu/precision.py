@@ -121,6 +121,9 @@ def _dtype_name(dtype) -> str:
 
 def _make_mode(records: list[OpRecord]):
     import torch
+
+    # TorchDispatchMode lives in a private module, but it is the documented way to see every aten op
+    # (torch's own FlopCounterMode and DebugMode are built on it); tests/test_02 pins what it reports.
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
