@@ -136,9 +136,11 @@ def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
     return ":::{note}\n:class: run-note\n" + "\n\n".join(lines) + "\n:::"
 
 
-def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[str], note: str) -> None:
-    """Copy an executed notebook into the site: launch links after the title, no widget state, planned links."""
+def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[str], note: str) -> str:
+    """Copy an executed notebook into the site (launch links after the title, no widget state, planned links as
+    text); return its title."""
     nb = nbformat.read(page.executed, as_version=4)
+    title = notebook_title(nb, page.name)
     nb.metadata.pop("widgets", None)
     nb.cells = [c for c in nb.cells if "badges" not in c.metadata.get("tags", [])]
     for cell in nb.cells:
@@ -161,6 +163,7 @@ def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[s
     nb.cells[title_at + 1:title_at + 1] = [nbformat.v4.new_markdown_cell(launch), nbformat.v4.new_markdown_cell(note)]
     dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dest)
+    return title
 
 
 def _memory(run: dict) -> str:
@@ -315,8 +318,8 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
         launch[page.docname] = links
         other = next((p for p in [*pages.values(), *extra] if p.name == page.name and p is not page), None)
         results = _results(out_root, page.run)
-        stage_notebook(page, src / f"{page.docname}.ipynb", links, numbers, _run_note(page, results, other))
-        titles.setdefault(page.name, notebook_title(nbformat.read(page.executed, as_version=4), page.name))
+        title = stage_notebook(page, src / f"{page.docname}.ipynb", links, numbers, _run_note(page, results, other))
+        titles.setdefault(page.name, title)
     (src / "measurements.md").write_text(measurements_page(out_root, summary, titles, src))
     readme = (repo_root / "README.md").read_text() if (repo_root / "README.md").exists() else ""
     toctree = ["```{toctree}", ":caption: Notebooks", ":hidden:", "",
