@@ -133,7 +133,8 @@ def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
         lines.append(f"Compare with [{label}]({Path(other.docname).name}.ipynb).")
     if run.get("error"):
         lines.append(f"The run failed: {escape(run['error'].splitlines()[0][:300])}")
-    return ":::{note}\n:class: run-note\n" + "\n\n".join(lines) + "\n:::"
+    kind = "note" if run["status"] == "ok" else "warning"
+    return f":::{{{kind}}}\n:class: run-note\n" + "\n\n".join(lines) + "\n:::"
 
 
 def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[str], note: str) -> str:

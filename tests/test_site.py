@@ -132,7 +132,8 @@ def test_every_notebook_has_a_page_with_its_outputs(site):
     images = re.findall(r'<img[^>]+src="([^"]+)"', page)
     assert images and all((site / "notebooks" / src).resolve().is_file() for src in images)
     assert re.search(r"<table.*accuracy.*0\.93.*</table>", page, re.S)
-    assert "ValueError" in text_of((site / "notebooks/03_broken.html").read_text())
+    broken = (site / "notebooks/03_broken.html").read_text()
+    assert "ValueError" in text_of(broken) and "admonition warning" in broken  # the failed run is flagged on top
 
 
 def test_notebook_04_page_is_the_xla_lane_run_and_the_main_run_is_kept(site):
