@@ -35,12 +35,12 @@ $(XLA_STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(XLA_VENV)
 	{ grep -v '^torch==' constraints.txt; printf '%s\n' $(XLA_PINS); } > $(XLA_VENV)/constraints.txt
 	$(XLA_VENV)/bin/python -m pip install --quiet -c $(XLA_VENV)/constraints.txt --upgrade pip
-	$(XLA_VENV)/bin/python -m pip install --quiet -c $(XLA_VENV)/constraints.txt $(XLA_PINS) -e '.[dev]'
+	$(XLA_VENV)/bin/python -m pip install --quiet -c $(XLA_VENV)/constraints.txt $(XLA_PINS) -e '.[dev,hub,nlp,smoke-bert]'
 	touch $(XLA_STAMP)
 
-# Notebook 04's TPU half, executed for real by XLA's CPU backend.
+# Notebook 04's TPU half and notebook 05's fine-tuning steps, executed for real by XLA's CPU backend.
 test-xla: $(XLA_STAMP)
-	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py
+	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py tests/test_xla_lane_05.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks

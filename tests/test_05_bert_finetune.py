@@ -121,6 +121,35 @@ def test_05_load_text_task_offline(monkeypatch):
         load_text_task("full", "mrpc")
 
 
+def test_05_smoke_profile_never_touches_the_network(monkeypatch, tmp_path):
+    """Data, tokenizer, model and pipeline of the smoke profile load with every socket connection refused,
+    and with the Hub's offline switches off, so that nothing is skipped only because they were on."""
+    import socket
+
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+    from freegpu.text import load_text_task
+
+    for key in OFFLINE:
+        monkeypatch.delenv(key, raising=False)
+    attempts = []
+
+    def refuse(*args, **kwargs):  # every connection starts with a name lookup or a connect
+        attempts.append(args)
+        raise OSError("network access in a smoke-profile test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    task = load_text_task("smoke")
+    tokenizer = AutoTokenizer.from_pretrained(task.model_name)
+    model = AutoModelForSequenceClassification.from_pretrained(task.model_name, num_labels=2)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    assert len(pipeline("text-classification", model=str(tmp_path), device="cpu")(task.eval["text"][:2])) == 2
+    assert attempts == []
+
+
 def test_05_smoke_model_missing_names_the_extra(monkeypatch):
     from freegpu import text
 
