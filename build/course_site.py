@@ -206,7 +206,8 @@ def measurements_page(out_root: Path, summary: dict, titles: dict[str, str], src
     lines = ["# What this build measured", "",
              f"{len(runs)} notebook runs, {ok} ok, {len(runs) - ok} failed. Each notebook ran headless under "
              "papermill; wall time is the whole notebook (kernel start included), peak memory is the resident "
-             "memory of the kernel and everything it started. Budgets are benchmarks, not limits."]
+             "memory of the kernel and everything it started. Budgets are benchmarks, not limits; machine load is "
+             "the 1-minute load average when the run ended (above the number of CPUs, other work was competing)."]
     if summary.get("built_at"):
         built = dt.datetime.fromisoformat(summary["built_at"]).astimezone(dt.UTC)
         lines += ["", f"Built {built:%Y-%m-%d %H:%M} UTC."]
@@ -229,7 +230,8 @@ def _notebook_section(out_root: Path, name: str, title: str, runs: list[dict], s
     results = [_results(out_root, r) for r in runs]
     heads = [LANE_TITLES.get(r.get("lane", "main"), r.get("lane")) for r in runs]
     rows = {"status": [f"[{r['status']}]{{.status-{r['status']}}}" for r in runs],
-            "wall time": [_wall(r) for r in runs], "peak memory": [_memory(r) for r in runs]}
+            "wall time": [_wall(r) for r in runs], "peak memory": [_memory(r) for r in runs],
+            "machine load": [f"{r['load_1m']:.1f}" if r.get("load_1m") is not None else "-" for r in runs]}
     for label in ("profile", "platform", "device"):
         rows[label] = [_format(v[label]) if v and v.get(label) is not None else "" for v in results]
     keyed = [key_results(v) if v else {} for v in results]

@@ -53,6 +53,7 @@ class NotebookRun:
     lane: str = "main"  # "main" (.venv) or "xla" (.venv-xla, PJRT_DEVICE=CPU)
     budget_s: float | None = None
     executed: str | None = None  # the executed notebook, relative to the build output folder
+    load_1m: float | None = None  # the machine's 1-minute load average when the run ended: timings depend on it
 
 
 class PeakRss:
@@ -111,7 +112,8 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> N
     results = results_dir / "results.json"
     return NotebookRun(name, "failed" if error else "ok", wall, round(rss.peak / 1024**2, 1),
                        str(results.relative_to(out_root)) if results.exists() else None, error,
-                       budget_s=BUDGET_S.get(name[:2]), executed=str(executed.relative_to(out_root)))
+                       budget_s=BUDGET_S.get(name[:2]), executed=str(executed.relative_to(out_root)),
+                       load_1m=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None)
 
 
 def run_xla_lane(python: Path, notebooks: list[Path], out_root: Path, parameters: dict) -> list[NotebookRun]:

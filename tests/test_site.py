@@ -65,7 +65,7 @@ def _run(name, lane="main", status="ok", wall_s=3.0, budget_s=10, results=True, 
     prefix = "xla/" if lane == "xla" else ""
     return {"name": name, "lane": lane, "status": status, "wall_s": wall_s, "budget_s": budget_s,
             "peak_rss_mb": 512.0, "results": f"{prefix}results/{name}/results.json" if results else None,
-            "executed": f"{prefix}executed/{name}.ipynb", "error": error}
+            "executed": f"{prefix}executed/{name}.ipynb", "error": error, "load_1m": 5.25}
 
 
 def fake_course(root: Path) -> Path:
@@ -162,6 +162,7 @@ def test_measurements_page_lists_every_run_and_no_none(site):
         assert title in page
     assert page.count("ok") >= 4 and "failed" in page and "ValueError: boom" in page
     assert "40.0 s of 35 s" in page and "over budget" in page and "3.0 s of 10 s" in page
+    assert re.search(r"machine load\s+5\.2", page)  # what the timings competed with
     assert "XLA lane" in page and "not run" in page  # compiles: measured in the XLA lane only
     assert "workers=0: 900" in page and "workers=2" not in page  # a dict entry that did not run is left out
     assert "torch_xla 2.9.0" in page and "logical CPUs 2" in page
@@ -226,7 +227,7 @@ def test_make_course_path_runs_the_xla_lane_and_shows_it_as_the_notebook_page(tm
     assert [(r["lane"], r["status"], r["budget_s"]) for r in summary["notebooks"]] == [
         ("main", "ok", runner.BUDGET_S[name[:2]]), ("xla", "ok", None)]
     assert json.loads((out / summary["notebooks"][1]["results"]).read_text()) == {"pjrt": "CPU"}
-    assert summary["site"]["build_s"] > 0
+    assert summary["site"]["build_s"] > 0 and summary["notebooks"][0]["load_1m"] >= 0
     page, kept = (text_of((out / "site/notebooks" / f"{stem}.html").read_text())
                   for stem in (name, f"{name}-main-env"))
     assert "PJRT_DEVICE is CPU" in page and "PJRT_DEVICE is None" in kept
