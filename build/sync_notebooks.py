@@ -69,11 +69,16 @@ def setup_source(name: str, settings: dict) -> str:
     local = "pip install -e '.[dev]'" if not extras else f"pip install -e '.[dev,{','.join(extras)}]'"
     return (
         "# Setup: written by build/sync_notebooks.py from pyproject.toml; do not edit here.\n"
-        "# Installs the course helpers where they are missing (Colab, Kaggle); a no-op where they are installed.\n"
-        "import importlib.util, os, socket, subprocess, sys\n"
+        "# Installs the course helpers where they are missing (Colab, Kaggle); a no-op elsewhere.\n"
+        "import importlib.util\n"
+        "import os\n"
+        "import socket\n"
+        "import subprocess\n"
+        "import sys\n"
         "\n"
         'if importlib.util.find_spec("freegpu") is None:\n'
-        f'    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "{requirement}"]\n'
+        '    cmd = [sys.executable, "-m", "pip", "install", "--quiet",\n'
+        f'           "{requirement}"]\n'
         "    if subprocess.run(cmd).returncode != 0:\n"
         "        try:\n"
         '            socket.create_connection(("github.com", 443), timeout=3).close()\n'
@@ -81,20 +86,23 @@ def setup_source(name: str, settings: dict) -> str:
         "        except OSError:\n"
         "            online = False\n"
         '        if "google.colab" in sys.modules:\n'
-        '            fix = ("Colab: Runtime > Restart session, then run this cell again. If pip fails again, "\n'
-        '                   "github.com or pypi.org is unreachable: wait and retry.")\n'
+        '            fix = ("Colab: Runtime > Restart session, then run this cell again. If pip "\n'
+        '                   "fails again, github.com or pypi.org is unreachable: wait and retry.")\n'
         '        elif "KAGGLE_KERNEL_RUN_TYPE" in os.environ and not online:\n'
-        '            fix = ("Kaggle without internet: open Settings > Internet and turn it on (a phone-verified "\n'
-        '                   "account is needed), then run this cell again. Where internet is not allowed, attach "\n'
-        '                   "the course wheelhouse as a dataset (Add Input) and run: pip install --no-index "\n'
+        '            fix = ("Kaggle without internet: open Settings > Internet and turn it on "\n'
+        '                   "(a phone-verified account is needed), then run this cell again. "\n'
+        '                   "Where internet is not allowed, attach the course wheelhouse as a "\n'
+        '                   "dataset (Add Input) and run: pip install --no-index "\n'
         '                   "--find-links /kaggle/input/<that dataset> freegpu")\n'
         '        elif "KAGGLE_KERNEL_RUN_TYPE" in os.environ:\n'
-        '            fix = ("Kaggle with internet: pip reached github.com and failed anyway. Use Run > Factory "\n'
-        '                   "reset (a fresh image), then run this cell again; if the same error comes back, report "\n'
-        f'                   "it with pip\'s output at {issues}")\n'
+        '            fix = ("Kaggle with internet: pip reached github.com and failed anyway. "\n'
+        '                   "Use Run > Factory reset (a fresh image), then run this cell again; "\n'
+        '                   "if the same error comes back, report it with pip\'s output at "\n'
+        f'                   "{issues}")\n'
         "        else:\n"
-        '            fix = ("Local clone: in a terminal, in the repository folder and the Python environment of "\n'
-        f'                   f"this kernel ({{sys.executable}}), run: {local}, then restart the kernel.")\n'
+        '            fix = ("Local clone: in a terminal, in the repository folder and the Python "\n'
+        f'                   f"environment of this kernel ({{sys.executable}}), run: "\n'
+        f'                   "{local}, then restart the kernel.")\n'
         '        raise RuntimeError(f"Installing freegpu failed (pip output above). {fix}")'
     )
 

@@ -70,3 +70,13 @@ def executed(course_out):
         return cache[name]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def course_site(executed, course_out) -> Path:
+    """The course build on the session's runs (summary.json, then the site), once; returns the site folder."""
+    runs = [executed(name)[0] for name in NOTEBOOK_NAMES]
+    runner = load_build_script("run_course")
+    runner.write_summary(course_out, runs)
+    runner.build_site(course_out)
+    return course_out / "site"
