@@ -29,6 +29,7 @@ course: $(STAMP) $(if $(NO_XLA),,$(XLA_STAMP))
 test: test-main test-xla
 
 test-main: $(STAMP)
+	$(BIN)/ruff check .
 	$(OFFLINE) $(BIN)/python -m pytest
 
 $(XLA_STAMP): pyproject.toml constraints.txt
