@@ -293,7 +293,9 @@ model, optimizer = accelerator.prepare(model, torch.optim.AdamW(model.parameters
 folder = Path(sys.argv[1])
 for step in (5, 10):
     save_checkpoint(accelerator, folder, step, total_limit=1)
-print("RANK", accelerator.process_index, "OF", accelerator.num_processes, latest_checkpoint(folder).name)
+# One write per line: two ranks share the launcher's stdout, and print() may write its pieces separately.
+name = latest_checkpoint(folder).name
+sys.stdout.write(f"RANK {accelerator.process_index} OF {accelerator.num_processes} {name}\\n")
 """
 
 

@@ -261,6 +261,10 @@ def test_run_launches_side_by_side_and_interrupted(tmp_path):
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt_when_running, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
+    # Jupyter's SIGINT raises KeyboardInterrupt, or torch's SignalException once an in-process launch (e.g.
+    # notebook_launcher on CPU, earlier in this kernel or this pytest process) has installed torch elastic's
+    # handler. Either way the cell stops, and every launch with all it started must be gone.
+    with pytest.raises(BaseException) as info:
         launch.run_launches({"a": [sys.executable, "-c", _TREE], "b": [sys.executable, "-c", _TREE]}, timeout=120)
+    assert type(info.value).__name__ in ("KeyboardInterrupt", "SignalException"), repr(info.value)
     assert len(seen) >= 6 and _all_gone(seen)

@@ -179,11 +179,11 @@ def test_01_full_profile_offline_fails_fast(tmp_path):
     start = time.perf_counter()
     with pytest.raises(papermill.PapermillExecutionError) as info:
         papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "out.ipynb"),
-                                   parameters={"profile": "full", "output_dir": str(tmp_path)},
+                                   parameters={"profile": "full", "output_dir": str(tmp_path / "run")},
                                    kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
-    assert info.value.ename == "RuntimeError" and "profile='smoke'" in info.value.evalue
+    assert info.value.ename == "RuntimeError" and "profile='smoke'" in info.value.evalue, info.value.evalue
     assert time.perf_counter() - start < 45
-    assert not (tmp_path / "results.json").exists()
+    assert not (tmp_path / "run" / "results.json").exists()
 
 
 def check_04_loader_half(results, out):
