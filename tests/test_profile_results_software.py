@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,20 @@ def test_run_writes_common_keys(tmp_path):
         run.highlight("accuracy", "loss")
     run.highlight("accuracy")
     assert json.loads(run.save().read_text())["headline"] == ["accuracy"]
+
+
+def test_show_displays_the_headline_unless_asked_for_everything(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "IPython", None)  # plain text, as in a log
+    run = results.start_run("00_environment_check", "smoke", "headless", "cpu", tmp_path)
+    run.record(accuracy=0.5, raw_bytes=123456789)
+    run.show()  # nothing highlighted: every value
+    assert "`raw_bytes`" in capsys.readouterr().out
+    run.highlight("accuracy")
+    run.show()
+    shown = capsys.readouterr().out
+    assert "`accuracy`" in shown and "raw_bytes" not in shown
+    run.show(everything=True)
+    assert "`raw_bytes`" in capsys.readouterr().out
 
 
 def test_failed_write_keeps_the_previous_file(tmp_path):

@@ -175,9 +175,13 @@ class Run:
         _write_marker(self.output_dir, self.notebook, "complete", self._started)
         return path
 
-    def show(self) -> None:
-        """Display the measured values as a table (rendered in Jupyter, plain text in logs)."""
-        show_table(self.values)
+    def show(self, everything: bool = False) -> None:
+        """Display the headline values (`highlight`) as a table, rendered in Jupyter, plain text in logs.
+
+        With nothing highlighted, or `everything=True`, every recorded value is shown; all are in results.json.
+        """
+        keys = self.values if everything or not self.headline else self.headline
+        show_table({key: self.values[key] for key in keys})
 
 
 def _write_marker(folder: Path, notebook: str, state: str, started_at: str) -> None:
