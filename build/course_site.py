@@ -137,12 +137,41 @@ def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
     return f":::{{{kind}}}\n:class: run-note\n" + "\n\n".join(lines) + "\n:::"
 
 
-def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[str], note: str) -> str:
+QUOTED_PATH = re.compile(r"""(["'])(/[^"'\n]*)\1""")
+
+
+def relative_path(text: str, roots: tuple[Path, ...]) -> str:
+    """`text`, an absolute path under one of `roots` (the first that holds it), relative to it; else unchanged."""
+    for root in roots:
+        try:
+            return Path(text).relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return text
+
+
+def strip_build_paths(nb, roots: tuple[Path, ...]) -> None:
+    """Drop papermill's absolute input/output paths from the metadata, and write the build machine's absolute paths
+    (under the repository or the build folder) in its parameters and injected-parameters cell as relative ones."""
+    papermill = nb.metadata.get("papermill")
+    if papermill:
+        papermill.pop("input_path", None)
+        papermill.pop("output_path", None)
+        papermill["parameters"] = {key: relative_path(value, roots) if isinstance(value, str) else value
+                                   for key, value in papermill.get("parameters", {}).items()}
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.source = QUOTED_PATH.sub(lambda m: m[1] + relative_path(m[2], roots) + m[1], cell.source)
+
+
+def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[str], note: str,
+                   roots: tuple[Path, ...] = ()) -> str:
     """Copy an executed notebook into the site (launch links after the title, no widget state, planned links as
-    text); return its title."""
+    text, build paths relative to `roots`); return its title."""
     nb = nbformat.read(page.executed, as_version=4)
     title = notebook_title(nb, page.name)
     nb.metadata.pop("widgets", None)
+    strip_build_paths(nb, roots)
     nb.cells = [c for c in nb.cells if "badges" not in c.metadata.get("tags", [])]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
@@ -315,13 +344,15 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
     shutil.copytree(DOCS, src, ignore=shutil.ignore_patterns("_build", "__pycache__"))
     pages, extra = collect_pages(out_root, summary)
     numbers = {name[:2] for name in pages}
+    roots = tuple(dict.fromkeys(p for root in (repo_root, out_root) for p in (root.absolute(), root.resolve())))
     titles, launch = {}, {}
     for page in [*pages.values(), *extra]:
         links = sync.launch_links(page.name, settings)
         launch[page.docname] = links
         other = next((p for p in [*pages.values(), *extra] if p.name == page.name and p is not page), None)
         results = _results(out_root, page.run)
-        title = stage_notebook(page, src / f"{page.docname}.ipynb", links, numbers, _run_note(page, results, other))
+        title = stage_notebook(page, src / f"{page.docname}.ipynb", links, numbers, _run_note(page, results, other),
+                               roots=roots)
         titles.setdefault(page.name, title)
     (src / "measurements.md").write_text(measurements_page(out_root, summary, titles, src))
     readme = (repo_root / "README.md").read_text() if (repo_root / "README.md").exists() else ""

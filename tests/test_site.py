@@ -194,6 +194,33 @@ def test_nothing_is_fetched_from_the_internet(site):
             assert not rooted.search(path.read_text()), path
 
 
+def test_staged_notebooks_keep_no_absolute_build_paths(tmp_path):
+    """papermill's input/output paths leave the metadata; its parameters and injected-parameters cell say the build
+    machine's folders relative to the repository (or the build folder); other absolute paths are kept."""
+    out = fake_course(tmp_path)
+    executed = out / "executed/01_words.ipynb"
+    nb = nbformat.read(executed, as_version=4)
+    nb.metadata["papermill"] = {"input_path": str(tmp_path / "notebooks/01_words.ipynb"),
+                                "output_path": str(executed), "duration": 1.5,
+                                "parameters": {"output_dir": str(out / "results/01_words"), "seed": 3}}
+    injected = _code(f'# Parameters\noutput_dir = "{out}/results/01_words"\ncache = \'{out}\'\n'
+                     'data = "/opt/elsewhere/x.csv"\nseed = 3\n')
+    injected.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(1, injected)
+    nbformat.write(nb, executed)
+    for repo_root, prefix in ((tmp_path, "out/"), (tmp_path / "elsewhere", "")):  # the build folder outside the repo
+        src = tmp_path / "staged"
+        course_site.stage(out, src, repo_root=repo_root)
+        staged = nbformat.read(src / "notebooks/01_words.ipynb", as_version=4)
+        assert staged.metadata.papermill == {"duration": 1.5,
+                                             "parameters": {"output_dir": f"{prefix}results/01_words", "seed": 3}}
+        cell = next(c for c in staged.cells if "injected-parameters" in c.metadata.get("tags", []))
+        assert cell.source == (f'# Parameters\noutput_dir = "{prefix}results/01_words"\n'
+                               f"cache = '{prefix.rstrip('/') or '.'}'\n"
+                               'data = "/opt/elsewhere/x.csv"\nseed = 3\n')
+        assert str(tmp_path) not in (src / "notebooks/01_words.ipynb").read_text()
+
+
 def test_a_broken_reference_fails_the_build(tmp_path):
     """A link to a notebook that is not there (its number is), a missing image, an unknown page: each one fails."""
     out = fake_course(tmp_path)
