@@ -13,7 +13,7 @@ import os
 import pytest
 
 from freegpu.launch import LaunchError, launcher_branch, read_reports
-from freegpu.measure import python_overhead
+from freegpu.measure import captured_native_stderr, python_overhead
 
 COLAB_SHELL = "<google.colab._shell.Shell object at 0x7f00>"
 JUPYTER_SHELL = "<ipykernel.zmqshell.ZMQInteractiveShell object at 0x7f00>"
@@ -98,6 +98,22 @@ def test_python_overhead_names_the_extra_functions():
                             steps=200, top=3)
     assert found[0]["function"] == "inspect:signature" and found[0]["us_per_step"] > 0
     assert all("sum" not in f["function"] for f in found)  # called by both: the real work, not overhead
+    # inspect.signature is the only outermost extra function: the whole profiled extra, nested ones a part of it.
+    assert found[0]["share"] == 1.0 and all(0 <= f["share"] <= 1 for f in found)
+    assert found[0]["profiled_extra_us_per_step"] == pytest.approx(found[0]["us_per_step"])
+
+
+def test_captured_native_stderr_keeps_the_profiler_log_out_of_the_output(capfd):
+    import torch
+
+    lines = []
+    with captured_native_stderr(lines), torch.profiler.profile():
+        os.write(2, b"native line\n")
+        torch.ones(3).sqrt()
+    assert "native line" in lines
+    assert capfd.readouterr().err == ""  # nothing reached the real stderr
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "after\n"  # and file descriptor 2 is back
 
 
 def test_notebook_01_evaluation_is_the_package_one():

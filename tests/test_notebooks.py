@@ -135,7 +135,11 @@ def test_01_mnist_migration(executed, course_out):
     # The profiler named where the extra time goes: Accelerate's own functions, found in this run.
     top = results["top_overhead_functions"]
     assert 1 <= len(top) <= 5 and any(name.startswith("accelerate.") for name in top)
+    shares = results["top_overhead_shares"]  # each function's part of the extra time under cProfile
+    assert list(shares) == top and all(0 <= share <= 1 for share in shares.values())
+    assert results["profiled_extra_us_per_step"] > 0
     assert results["trace_files"] == ["profile_0.json"]  # accelerator.profile wrote a Chrome trace
+    assert results["profiled_self_cpu_us_per_step"] > 0 and results["profiled_top_operator"]
     trace = json.loads((out / "trace" / "profile_0.json").read_text())
     assert trace["traceEvents"]
     # The launcher's branch was decided before launching, and recorded.
@@ -169,6 +173,7 @@ def test_01_mnist_migration(executed, course_out):
     outputs = [o for c in json.loads((course_out / "executed" / "01_mnist_migration.ipynb").read_text())["cells"]
                if c["cell_type"] == "code" for o in c["outputs"]]
     assert not any("OMP_NUM_THREADS" in "".join(o.get("text", "")) for o in outputs)
+    assert not any("USDT" in "".join(o.get("text", "")) for o in outputs)  # the profiler's log was collected
     assert not any(o["output_type"] == "execute_result" for o in outputs)
 
 

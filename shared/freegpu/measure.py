@@ -1,20 +1,25 @@
 """Measure what the notebooks claim: repeated timings with their spread, bytes saved for backward, loader speed.
 
 `interleaved_timings` and `spread`: notebook 01 (what Accelerate costs per step), reused by 02-05;
-`python_overhead`: notebook 01 (where that cost goes).
+`python_overhead`: notebook 01 (where that cost goes); `captured_native_stderr`: notebook 01 (the profiler's log).
 `SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`: notebook 04.
 """
 
 from __future__ import annotations
 
+import contextlib
 import cProfile
+import os
 import pstats
 import statistics
+import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
 
-__all__ = ["interleaved_timings", "spread", "python_overhead", "SavedTensors", "loader_throughput"]
+__all__ = ["interleaved_timings", "spread", "python_overhead", "captured_native_stderr", "SavedTensors",
+           "loader_throughput"]
 
 
 def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
@@ -69,8 +74,10 @@ def python_overhead(baseline: Callable[[], object], candidate: Callable[[], obje
     Both callables run `steps` training steps. A library function counts if `baseline` never calls it; its time
     is its cumulative time minus what it spends in functions that `baseline` calls too (the real work, such as AdamW's
     step). Nested functions each count, so an outer wrapper includes its inner ones. Returns the `top` functions,
-    largest first, as `{"function": "module:name", "us_per_step": ...}` (times include cProfile's own cost).
-    Introduced in notebook 01.
+    largest first, as `{"function": "module:name", "us_per_step": ..., "share": ..., "profiled_extra_us_per_step":
+    ...}`. cProfile's own cost per call inflates every absolute time (a function that makes many small calls most),
+    so read `share`: the function's part of the whole extra time under the profiler (the sum over the outermost
+    such functions, the ones no other candidate-only function calls), between 0 and 1. Introduced in notebook 01.
     """
     shared, extra = _profile(baseline), _profile(candidate)
     own = {key: value for key, value in extra.items() if key not in shared and _library_function(key)}
@@ -79,8 +86,32 @@ def python_overhead(baseline: Callable[[], object], candidate: Callable[[], obje
         in_shared = sum(edge[3] for callee, value in extra.items() if callee in shared
                         for caller, edge in value[4].items() if caller == key)
         cost[key] = cumulative - in_shared
+    roots = [key for key in own if not any(caller in own for caller in extra[key][4])]
+    total = sum(max(cost[key], 0.0) for key in roots)
     ranked = sorted(cost, key=cost.get, reverse=True)[:top]
-    return [{"function": _library_function(key), "us_per_step": 1e6 * cost[key] / steps} for key in ranked]
+    return [{"function": _library_function(key), "us_per_step": 1e6 * cost[key] / steps,
+             "share": min(max(cost[key], 0.0) / total, 1.0) if total > 0 else 0.0,
+             "profiled_extra_us_per_step": 1e6 * total / steps} for key in ranked]
+
+
+@contextlib.contextmanager
+def captured_native_stderr(into: list[str]):
+    """Collect into `into` the lines that C/C++ code writes to file descriptor 2 inside the block (notebook 01).
+
+    torch's profiler (Kineto) logs its stages there (`USDT: ... profiler_start`), and a notebook shows them as red
+    stderr lines that look like errors. Python's own `sys.stderr` (warnings, tracebacks) is not captured.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield into
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            into.extend(capture.read().decode(errors="replace").splitlines())
 
 
 class SavedTensors:
