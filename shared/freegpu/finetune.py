@@ -55,14 +55,15 @@ def pick_trackers(project_dir: str | Path, run_name: str) -> tuple[list, str]:
 
 
 def train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, num_epochs,
-                     max_grad_norm):
+                     max_grad_norm, log_every=5, progress_bar=True):
     total = num_epochs * len(train_dataloader)
-    progress = tqdm(total=total, main_process_only=True, desc="fine-tuning")
-    losses, step_seconds, step_samples = [], [], []
+    progress = tqdm(total=total, main_process_only=True, desc="fine-tuning",
+                    disable=not progress_bar)  # off where nobody watches: it would freeze at 0%
+    losses, window_steps, window_seconds, window_samples = [], [], [], []
+    pending, samples, start = [], 0, time.perf_counter()
     for epoch in range(num_epochs):
         model.train()
         for batch in train_dataloader:  # (B, T) tensors, already on the device
-            start = time.perf_counter()
             with accelerator.accumulate(model):  # until the last micro-batch: no sync, no step
                 loss = model(**batch).loss
                 accelerator.backward(loss)
@@ -71,14 +72,22 @@ def train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataload
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            losses.append(loss.item())  # waits for the device: the step time below is real
-            step_seconds.append(time.perf_counter() - start)
-            step_samples.append(len(batch["labels"]) * accelerator.num_processes)
-            logged = {"train/loss": losses[-1], "train/lr": lr_scheduler.get_last_lr()[0]}
-            accelerator.log(logged, step=len(losses))
+            pending.append(loss.detach())  # stays on the device: no wait, no transfer
+            samples += len(batch["labels"]) * accelerator.num_processes
             progress.update(1)
+            if len(pending) == log_every or len(losses) + len(pending) == total:
+                read = torch.stack(pending).tolist()  # one transfer; waits for the device
+                losses += read
+                window_steps.append(len(read))
+                window_seconds.append(time.perf_counter() - start)  # real: the device has finished
+                window_samples.append(samples)
+                logged = {"train/loss": sum(read) / len(read),  # the window's mean
+                          "train/lr": lr_scheduler.get_last_lr()[0]}
+                accelerator.log(logged, step=len(losses))
+                pending, samples, start = [], 0, time.perf_counter()
     progress.close()
-    return {"losses": losses, "step_seconds": step_seconds, "step_samples": step_samples}
+    return {"losses": losses, "window_steps": window_steps, "window_seconds": window_seconds,
+            "window_samples": window_samples}
 
 
 def evaluate_classifier(accelerator, model, eval_dataloader):

