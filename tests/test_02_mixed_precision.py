@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -240,6 +241,33 @@ def test_02_measurements(executed):
     # No GPU here: the GPU part is recorded as not run, and no GPU number is invented.
     assert r["gpu_section_ran"] is False and "peak_memory_bytes" not in r and "gpu_name" not in r
     assert set(r["headline"]) <= set(r) and "activation_bytes_ratio" in r["headline"]
+
+
+def printed_and_tables(course_out, record) -> tuple[str, list[str]]:
+    """What the executed notebook printed (all streams, joined), and its markdown tables in order."""
+    outputs = [o for c in json.loads((course_out / record.executed).read_text())["cells"]
+               if c["cell_type"] == "code" for o in c["outputs"]]
+    printed = "".join("".join(o.get("text", "")) for o in outputs if o["output_type"] == "stream")
+    tables = ["".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {})]
+    return printed, tables
+
+
+@pytest.mark.notebook
+def test_02_prints_each_claims_verdict_and_the_accelerator_facts(executed, course_out):
+    record, r = executed(NAME)
+    printed, tables = printed_and_tables(course_out, record)
+    assert "claim 'weights converted to FP16': does not hold: the weights stay ['torch.float32']" in printed
+    assert ("claim 'gradients computed in FP32': the backward matmuls (mm) ran in bfloat16; .grad is "
+            "['torch.float32'] only because the weights are fp32") in printed
+    assert "claim 'differs from native PyTorch AMP': does not hold" in printed
+    assert "no 'finer gradient-scaling strategy' of its own" in printed
+    assert ("accelerator.mixed_precision = 'bf16', accelerator.native_amp = True, accelerator.scaler = None"
+            in printed)
+    assert ("accelerator.mixed_precision = 'fp16', accelerator.native_amp = False, accelerator.scaler = None"
+            in printed)
+    assert not re.search(r"seed (article )?00\d", printed, re.I)  # learners never saw "seed articles"
+    measured = tables[-1]  # "What you measured": the headline only, every value stays in results.json
+    assert re.findall(r"^\| `(\w+)` \|", measured, re.M) == r["headline"]
 
 
 @pytest.mark.notebook

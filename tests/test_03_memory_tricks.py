@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import time
@@ -184,6 +185,16 @@ def test_03_zero_and_deepspeed(run03):
 
 
 # freegpu.memory against oracles
+
+
+@pytest.mark.notebook
+def test_03_what_you_measured_shows_the_headline_only(run03, course_out):
+    record, results, _ = run03
+    outputs = [o for c in json.loads((course_out / record.executed).read_text())["cells"]
+               if c["cell_type"] == "code" for o in c["outputs"]]
+    measured = ["".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {})][-1]
+    assert re.findall(r"^\| `(\w+)` \|", measured, re.M) == results["headline"]
+    assert len(results["headline"]) < len(results) // 3  # far fewer rows than values recorded
 
 
 def test_tensor_bytes_counts_a_storage_once():
