@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from freegpu import kaggle, resume, wheelhouse
-from freegpu.platform import PlatformInfo, platform_dirs, rehearsal_dirs
+from freegpu.platform import PlatformInfo, kaggle_dataset_dir, platform_dirs, rehearsal_dirs
 
 NAME = "06_kaggle_commit_workflow"
 
@@ -101,6 +101,12 @@ def test_06_kernel_metadata_and_wheelhouse(nb06):
     bundle = out / "kaggle" / "06-kaggle-commit-workflow"
     assert json.loads((bundle / "kernel-metadata.json").read_text()) == meta
     assert kaggle.validate_kernel_metadata(meta, bundle) == []
+    # Internet off: the bundled copy installs from the attached wheelhouse, and nothing from GitHub.
+    assert r["bundle_installs_offline"] is True
+    bundled = json.loads((bundle / meta["code_file"]).read_text())
+    setup = "".join(bundled["cells"][2]["source"])
+    assert setup == kaggle.offline_setup_source(meta["dataset_sources"][0])
+    assert "--no-index" in setup and "/input/freegpu-wheelhouse" in setup and "git+https" not in json.dumps(bundled)
     assert r["wheelhouse_files"] == ["freegpu-0.1.0-py3-none-any.whl"]
     assert r["wheelhouse_missing_requirements"] == []
     assert r["wheelhouse_install_ok"] is True
@@ -237,6 +243,47 @@ def test_kaggle_metadata_problems(change, problem):
     assert any(problem in p for p in kaggle.validate_kernel_metadata(meta))
 
 
+def test_offline_bundle_never_installs_from_github(tmp_path):
+    """Internet off with the generated setup cell (pip from GitHub) is refused; with a wheelhouse it is rewritten."""
+    root = Path(__file__).resolve().parents[1]
+    notebook = root / "notebooks" / f"{NAME}.ipynb"
+    meta = kaggle.kernel_metadata("me", "06 Kaggle commit workflow", "nb.ipynb", dataset_sources=["me/wheels"])
+    with pytest.raises(ValueError, match="installs from GitHub"):
+        kaggle.write_kernel_bundle(notebook, tmp_path / "online-setup", meta)
+    with pytest.raises(ValueError, match="not attached"):
+        kaggle.write_kernel_bundle(notebook, tmp_path / "other", meta, wheelhouse="me/other")
+    kaggle.write_kernel_bundle(notebook, tmp_path / "offline", meta, wheelhouse="me/wheels")
+    assert kaggle.validate_kernel_metadata(meta, tmp_path / "offline") == []
+    original = json.loads(notebook.read_text())["cells"]
+    bundled = json.loads((tmp_path / "offline" / "nb.ipynb").read_text())["cells"]
+    changed = [i for i, (a, b) in enumerate(zip(original, bundled, strict=True)) if a != b]
+    assert changed == [2] and "--find-links" in "".join(bundled[2]["source"])  # only the setup cell
+    online = {**meta, "enable_internet": True}
+    kaggle.write_kernel_bundle(notebook, tmp_path / "online", online)  # internet on: the copy as it is
+    assert (tmp_path / "online" / "nb.ipynb").read_bytes() == notebook.read_bytes()
+
+
+def test_script_saves_with_the_taught_lines():
+    """The training script of step 2 defines save_checkpoint itself: the package's copy must be the same lines,
+    and the final save_model runs on every process (FSDP/ZeRO-3 gather collectively), after wait_for_everyone."""
+    import ast
+    import inspect
+
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / f"{NAME}.ipynb", as_version=4)
+    cell = next(c.source for c in nb.cells if c.source.startswith("%%writefile"))
+    script = cell.split("\n", 1)[1]
+    taught = next(node for node in ast.parse(script).body
+                  if isinstance(node, ast.FunctionDef) and node.name == "save_checkpoint")
+    assert ast.get_source_segment(script, taught) == inspect.getsource(resume.save_checkpoint).strip()
+    assert "accelerator.save_state(str(tmp))" in ast.get_source_segment(script, taught)
+    assert "from freegpu.resume import" in script and "save_checkpoint," not in script.split("def ")[0]
+    main = script[script.index("def main("):]
+    final = main[main.index("accelerator.wait_for_everyone()  # every process has finished"):]
+    assert "accelerator.save_model(model," in final and "is_main_process" not in final.split("save_model")[0]
+
+
 def test_kaggle_commands_and_dataset_metadata():
     assert kaggle.dataset_metadata("me", "freegpu wheelhouse") == {
         "title": "freegpu wheelhouse", "id": "me/freegpu-wheelhouse", "licenses": [{"name": "CC0-1.0"}]}
@@ -257,6 +304,7 @@ def test_rehearsal_dirs_are_kaggles_under_a_root(tmp_path):
     for field in ("input_dir", "working_dir", "scratch_dir"):
         assert getattr(moved, field) == tmp_path / getattr(real, field).relative_to("/")
     assert moved.output_budget_bytes == real.output_budget_bytes == 20 * 1000**3
+    assert kaggle_dataset_dir("me/freegpu-wheelhouse") == str(real.input_dir / "freegpu-wheelhouse")
 
 
 def test_course_bundles_are_valid_and_never_p100(tmp_path):

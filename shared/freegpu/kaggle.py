@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .platform import kaggle_dataset_dir
+
 __all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "write_kernel_bundle",
            "dataset_metadata", "kaggle_commands", "write_course_bundles"]
 
@@ -24,6 +26,7 @@ MACHINE_SHAPES = {"gpu": "NvidiaTeslaT4", "tpu": "TpuV5E8", "cpu": None}  # T4 x
 OWNER = "your-kaggle-username"  # a placeholder the learner replaces before pushing
 RETIRED_SHAPES = {"nvidiateslap100", "tpuv38", "tpu1vmv38", "tpuv232", "tpuv2256"}
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SETUP_MARK = "# Setup: written by build/sync_notebooks.py"  # the first line of every notebook's setup cell
 
 
 def slugify(title: str) -> str:
@@ -91,17 +94,50 @@ def validate_kernel_metadata(meta: dict[str, Any], folder: Path | None = None) -
     if (meta.get("enable_gpu") or meta.get("enable_tpu")) and not shape:
         problems.append("enable_gpu/enable_tpu without machine_shape: that asked for a P100 or a TPU v3, both "
                         "retired; name the shape")
+    notebook = Path(folder) / code_file if folder is not None and code_file else None
+    if meta.get("enable_internet") is False and notebook is not None and notebook.is_file():
+        cells = json.loads(notebook.read_text()).get("cells", [])
+        setup = ["".join(c["source"]) for c in cells if "".join(c["source"]).startswith("# Setup")]
+        if any("git+https://" in source for source in setup):
+            problems.append(f"enable_internet is false, but {code_file} pip-installs from GitHub (git+https): the "
+                            "run would fail in its first cell; write the bundle with a wheelhouse, or turn "
+                            "internet on")
     return problems
 
 
-def write_kernel_bundle(notebook: Path, folder: Path, meta: dict[str, Any]) -> Path:
+def offline_setup_source(wheelhouse: str) -> str:
+    """A setup cell for a kernel without internet: install freegpu from the attached wheelhouse dataset."""
+    where = kaggle_dataset_dir(wheelhouse)
+    return ("# Setup for Kaggle without internet: written by freegpu.kaggle.write_kernel_bundle.\n"
+            f"# Installs the course helpers from the wheelhouse dataset {wheelhouse}, attached in\n"
+            "# kernel-metadata.json (dataset_sources); pip never looks for an index.\n"
+            "import importlib.util\nimport subprocess\nimport sys\n\n"
+            'if importlib.util.find_spec("freegpu") is None:\n'
+            '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index",\n'
+            f'                    "--find-links", "{where}", "freegpu"], check=True)')
+
+
+def write_kernel_bundle(notebook: Path, folder: Path, meta: dict[str, Any], wheelhouse: str | None = None) -> Path:
     """Copy `notebook` into `folder` as `meta['code_file']` and write `kernel-metadata.json` beside it.
 
-    Refuses metadata that `validate_kernel_metadata` rejects. The folder is what `kaggle kernels push -p` takes.
+    With `wheelhouse` (a dataset id in `meta['dataset_sources']`), the copy's setup cell is replaced by
+    `offline_setup_source(wheelhouse)`, which installs without internet. Refuses metadata that
+    `validate_kernel_metadata` rejects, such as internet off with a setup cell that installs from GitHub. The folder
+    is what `kaggle kernels push -p` takes.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(notebook, folder / meta["code_file"])
+    if wheelhouse is None:
+        shutil.copyfile(notebook, folder / meta["code_file"])
+    else:
+        if wheelhouse not in meta.get("dataset_sources", []):
+            raise ValueError(f"wheelhouse {wheelhouse!r} is not attached: add it to dataset_sources")
+        content = json.loads(Path(notebook).read_text())
+        setup = [c for c in content["cells"] if "".join(c["source"]).startswith(_SETUP_MARK)]
+        if len(setup) != 1:
+            raise ValueError(f"{notebook.name} has {len(setup)} setup cells, not 1")
+        setup[0]["source"] = offline_setup_source(wheelhouse).splitlines(keepends=True)
+        (folder / meta["code_file"]).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n")
     problems = validate_kernel_metadata(meta, folder)
     if problems:
         raise ValueError(f"kernel-metadata.json for {notebook.name}: " + "; ".join(problems))

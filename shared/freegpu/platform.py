@@ -19,9 +19,11 @@ __all__ = [
     "detect_platform",
     "platform_dirs",
     "resolve_output_dir",
+    "describe_dirs",
     "rehearsal_dirs",
     "has_internet",
     "read_only_input",
+    "kaggle_dataset_dir",
 ]
 
 # /kaggle/working is what a Kaggle "Save Version" keeps; Kaggle caps it at 20 GB.
@@ -146,6 +148,21 @@ def platform_dirs(info: PlatformInfo) -> PlatformDirs:
                         "Local disk: outputs stay until you delete them.")
 
 
+def describe_dirs(info: PlatformInfo, dirs: PlatformDirs, out: Path | str) -> str:
+    """Lines a notebook prints about its folders, consistent with where this run writes (notebooks 00 and 04).
+
+    Off Colab and Kaggle nothing is attached as input, so inputs read "none (local)". The working folder is where
+    outputs go when `output_dir` is empty; a run given another `output_dir` says so, not implying it writes there.
+    """
+    inputs = str(dirs.input_dir) if info.hosted else "none (local)"
+    out = Path(out).resolve()
+    inside = out.is_relative_to(dirs.working_dir.resolve())
+    writes = (f"this run writes to: {out} (inside the working folder)" if inside else
+              f"this run writes to: {out} (output_dir was given; the working folder is not used)")
+    return (f"inputs: {inputs}\nworking folder (outputs when output_dir is empty): {dirs.working_dir}  "
+            f"(kept after the session: {dirs.working_persists})\nscratch: {dirs.scratch_dir}\n{writes}")
+
+
 def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None = None) -> Path:
     """`output_dir` as given, or the platform's working folder plus the notebook name when it is empty.
 
@@ -176,6 +193,11 @@ def read_only_input(path: Path) -> Path | None:
     """The read-only platform folder that `path` lies in (Kaggle's `/kaggle/input`), or `None`."""
     path = Path(path).absolute()
     return _KAGGLE_INPUT if path == _KAGGLE_INPUT or _KAGGLE_INPUT in path.parents else None
+
+
+def kaggle_dataset_dir(dataset_id: str) -> str:
+    """Where a Kaggle kernel finds the attached dataset `owner/slug`: `/kaggle/input/<slug>` (notebook 06)."""
+    return str(_KAGGLE_INPUT / dataset_id.split("/")[1])
 
 
 def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float = 2.0) -> bool:

@@ -1,7 +1,8 @@
 """Training that stops and resumes with nothing lost: atomic checkpoints, a time budget, an output budget.
 
 Introduced in notebook 06 (Kaggle commit workflow), which first shows `accelerator.save_state` / `load_state`
-themselves and then uses these helpers in its training script. Works in one process or several (every process
+themselves and then writes its training script with them; `save_checkpoint` is, character for character, the
+function that script defines (a test checks). Works in one process or several (every process
 calls `save_checkpoint`; only the main one creates, renames and deletes folders).
 """
 
@@ -12,7 +13,6 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["checkpoint_step", "list_checkpoints", "latest_checkpoint", "attached_checkpoints", "save_checkpoint",
@@ -50,14 +50,12 @@ def attached_checkpoints(input_dir: Path | str, run: str) -> list[Path]:
     return sorted(Path(input_dir).glob(f"*/{run}/checkpoints"))
 
 
-def save_checkpoint(accelerator, folder: Path | str, step: int, total_limit: int,
-                    written: Callable[[Path], None] | None = None) -> Path:
-    """`accelerator.save_state` into `folder/.step_<step>.tmp`, then rename it to `folder/step_<step>`.
+def save_checkpoint(accelerator, folder, step, total_limit, written=None):
+    """Save into `folder/.step_<step>.tmp`, then rename it to `folder/step_<step>`; return that.
 
-    A kill at any moment leaves either no `step_<step>` or a complete one: `latest_checkpoint` never picks a
-    half-written folder. Older checkpoints beyond `total_limit` are deleted only after the new one is published
-    (Accelerate's automatic naming deletes first and writes in place). `written(tmp)` runs after the files are
-    written and before the rename. Returns the published folder.
+    A kill at any moment leaves no `step_<step>` or a complete one. Older checkpoints beyond
+    `total_limit` are deleted only after the new one is published. `written(tmp)` runs between
+    the writing and the rename. Every process calls this; the main one renames and deletes.
     """
     folder = Path(folder)
     target, tmp = folder / f"step_{step}", folder / f".step_{step}.tmp"
@@ -65,7 +63,7 @@ def save_checkpoint(accelerator, folder: Path | str, step: int, total_limit: int
         shutil.rmtree(tmp, ignore_errors=True)  # left by a run killed while saving
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
+    accelerator.save_state(str(tmp))  # weights, optimizer, RNG states; every process takes part
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         if written is not None:
@@ -73,7 +71,7 @@ def save_checkpoint(accelerator, folder: Path | str, step: int, total_limit: int
         shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)  # one rename on one file system: atomic
         for old in list_checkpoints(folder)[:-total_limit]:
-            shutil.rmtree(old)
+            shutil.rmtree(old)  # only now, after the new one is published
     accelerator.wait_for_everyone()
     return target
 
