@@ -86,6 +86,10 @@ def test_00_environment_check(executed, course_out):
     outputs = [o for c in json.loads((course_out / "executed" / "00_environment_check.ipynb").read_text())["cells"]
                if c["cell_type"] == "code" for o in c["outputs"]]
     assert not any(o["output_type"] == "execute_result" for o in outputs)  # no stray values under cells
+    printed = "".join("".join(o.get("text", "")) for o in outputs)
+    assert "<python prefix>/bin/accelerate" in printed and f"{sys.prefix}/bin" not in printed  # no venv path
+    # A local run attaches no inputs, and papermill gave output_dir: the printout says where the run writes.
+    assert "inputs: none (local)" in printed and "output_dir was given" in printed
 
 
 def test_00_runs_with_nbconvert_and_no_parameters(tmp_path):
@@ -229,3 +233,5 @@ def test_04_tpu_data_loaders_without_xla(executed, course_out):
     outputs = [o for c in json.loads((course_out / "executed" / "04_tpu_data_loaders.ipynb").read_text())["cells"]
                if c["cell_type"] == "code" for o in c["outputs"]]
     assert not any(o["output_type"] == "execute_result" for o in outputs)  # no stray values under cells
+    printed = "".join("".join(o.get("text", "")) for o in outputs)
+    assert "inputs: none (local)" in printed and "output_dir was given" in printed

@@ -110,3 +110,25 @@ def test_internet_reachable(monkeypatch):
 
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: Connection())
     assert platform.has_internet() is True
+
+
+def test_accelerate_env_report_shows_paths_relative_to_the_python_prefix():
+    """`accelerate env` prints where the `accelerate` command is: the report shows it as `<python prefix>/bin/...`,
+    not as the absolute path of this virtual environment (notebook 00)."""
+    from freegpu import software
+
+    report = software.accelerate_env_report()
+    assert f"{software.PYTHON_PREFIX}/bin/accelerate" in report
+    assert sys.prefix not in report and "`Accelerate` version" in report
+
+
+def test_describe_dirs_says_where_the_run_writes(tmp_path):
+    """A local run has no inputs, and a run given its own output_dir does not claim to write to the working folder."""
+    local = platform.PlatformInfo("headless", False, False, "test")
+    dirs = platform.PlatformDirs(tmp_path, tmp_path / "outputs", tmp_path / "tmp", True, None, "note")
+    text = platform.describe_dirs(local, dirs, tmp_path / "results" / "00")
+    assert "inputs: none (local)" in text and "output_dir was given" in text
+    assert "inside the working folder" in platform.describe_dirs(local, dirs, tmp_path / "outputs" / "00")
+    kaggle = platform.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
+    hosted = platform.platform_dirs(kaggle)
+    assert f"inputs: {hosted.input_dir}" in platform.describe_dirs(kaggle, hosted, hosted.working_dir / "00")

@@ -38,4 +38,8 @@ def test_04_on_xla(executed, course_out):
     assert fixed[1:] == [fixed[1]] * len(fixed[1:])  # no new compile after the second step
     assert results["item_transfers"] >= 5
     assert results["accelerate_distributed_type"] == "XLA"
+    # The metrics sentence of step 3's loop: compiles, reused programs and the one .item() transfer, counted.
+    assert results["loop_compiles"] >= 1 and results["loop_cached_compiles"] >= 1 and results["loop_transfers"] >= 1
+    # Step 5 feeds Accelerate whole batches only (step 4's lesson): a few compiles, not one per step.
+    assert results["accelerate_compiles"] <= 4 < results["accelerate_steps"]
     assert results["prepared_dataloader_type"] == "MpDeviceLoaderWrapper"

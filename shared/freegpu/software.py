@@ -99,10 +99,22 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     return _TOKEN_SHAPES.sub(REDACTED, text)
 
 
+PYTHON_PREFIX = "<python prefix>"
+
+
+def _hide_prefix(text: str) -> str:
+    """`text` with this interpreter's installation folders (a virtual environment's path says who and where)
+    written as `<python prefix>`, e.g. `<python prefix>/bin/accelerate`."""
+    for prefix in sorted({sys.prefix, sys.base_prefix, sys.exec_prefix} - {"", "/"}, key=len, reverse=True):
+        text = text.replace(prefix, PYTHON_PREFIX)
+    return text
+
+
 def accelerate_env_report(timeout: float = 120.0) -> str:
     """The output of the `accelerate env` command (a CLI, not a module), passed through `redact` (notebook 00).
 
     It runs in a child process, so whatever it initialises (CUDA included) stays out of the notebook's process.
+    Paths inside this interpreter's installation are shown relative to it: `<python prefix>/bin/accelerate`.
     """
     cli = [sys.executable, "-m", "accelerate.commands.accelerate_cli", "env"]
     # Put this interpreter's bin folder first, so the report finds the `accelerate` command of this environment.
@@ -110,4 +122,4 @@ def accelerate_env_report(timeout: float = 120.0) -> str:
     done = subprocess.run(cli, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PATH": path})
     if done.returncode != 0:
         raise RuntimeError(f"`accelerate env` failed ({done.returncode}):\n{redact(done.stderr)}")
-    return redact(done.stdout)
+    return _hide_prefix(redact(done.stdout))
