@@ -42,7 +42,8 @@ def test_cpu_recommendation_and_traps():
     assert "fp16" in traps and "cpu=True" in traps and "set_num_threads(1)" in traps
 
 
-@pytest.mark.parametrize("cpus, procs, workers", [(2, 1, 0), (4, 2, 0), (4, 1, 3), (3, 1, 2), (8, 2, 3), (1, 1, 0)])
+@pytest.mark.parametrize("cpus, procs, workers",
+                         [(2, 1, 2), (4, 2, 2), (4, 1, 4), (3, 1, 3), (8, 2, 4), (1, 1, 0), (2, 2, 0), (3, 2, 0)])
 def test_dataloader_workers_rule(cpus, procs, workers):
     found, why = hardware.dataloader_workers(cpus, procs)
     assert found == workers and f"{cpus} CPUs / {procs} process(es)" in why

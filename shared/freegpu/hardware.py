@@ -156,18 +156,17 @@ def detect_hardware(environ: dict[str, str] | None = None, nvidia_smi: str | Non
 def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, str]:
     """DataLoader workers per training process for CPU-heavy loading, and why (00 recommends it, 04 measures it).
 
-    Each training process keeps one core for its own loop; the rest are split between processes. Workers pay off
-    only when at least two cores are left for them: a single worker does the loading on another core, but it also
-    pickles every batch back to the loop, and on a 2-4 vCPU notebook that core is shared with the loop's own
-    threads (notebook 04 measures it). The articles' "4 x cores" starts processes that only queue for the same cores.
+    The cores are split between the training processes; each process gives all of its share to workers when that
+    is at least two cores. The loop itself mostly waits (for the GPU, or for the next batch), so it needs no core
+    of its own; a single worker, though, does the same work on one core and pickles every batch back to the loop,
+    so it only adds copies. Notebook 04 measures the counts around the rule and says whether it agreed (on a
+    machine busy with other work, 0 can win). The articles' "4 x cores" starts processes that only queue for the
+    same cores.
     """
     per_process = max(1, logical_cpus // max(1, num_processes))
-    spare = per_process - 1
-    workers = spare if spare >= 2 else 0
-    why = (f"{logical_cpus} CPUs / {num_processes} process(es) = {per_process} per process, one kept for the "
-           f"training loop: {spare} spare")
-    if workers:
-        return workers, f"{why}, so {workers} DataLoader workers per process."
+    why = f"{logical_cpus} CPUs / {num_processes} process(es) = {per_process} per process"
+    if per_process >= 2:
+        return per_process, f"{why}, so {per_process} DataLoader workers per process (one per core)."
     return 0, f"{why}, fewer than 2, so num_workers=0 (load in the loop; a lone worker adds copies, not cores)."
 
 
