@@ -18,7 +18,7 @@ import time
 import warnings
 from collections.abc import Callable
 
-__all__ = ["interleaved_timings", "spread", "python_overhead", "captured_native_stderr", "SavedTensors",
+__all__ = ["interleaved_timings", "spread", "python_overhead", "captured_native_stderr", "PackHooks", "SavedTensors",
            "loader_throughput"]
 
 
@@ -114,7 +114,27 @@ def captured_native_stderr(into: list[str]):
             into.extend(capture.read().decode(errors="replace").splitlines())
 
 
-class SavedTensors:
+class PackHooks:
+    """Base of the `with` blocks that watch what autograd saves for backward: a subclass defines `_pack(tensor)`,
+    which sees every saved tensor and returns what autograd keeps (unpacking gives it back unchanged)."""
+
+    _hooks = None
+
+    def _pack(self, tensor):
+        raise NotImplementedError
+
+    def __enter__(self):
+        import torch
+
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+
+class SavedTensors(PackHooks):
     """Count the bytes autograd saves for the backward pass inside a `with` block (any device).
 
     Uses `torch.autograd.graph.saved_tensors_hooks`: every tensor an op keeps for its gradient passes through
@@ -132,7 +152,6 @@ class SavedTensors:
         self.parameter_bytes = 0
         self.by_dtype: dict[str, int] = {}
         self._seen: set[tuple[int, int]] = set()
-        self._hooks = None
 
     def _pack(self, tensor):
         storage = tensor.untyped_storage()
@@ -149,16 +168,6 @@ class SavedTensors:
         # A detached alias (same storage): returning `tensor` itself would tie a saved output to its own grad_fn
         # through C++, a cycle the garbage collector cannot see, and every graph counted here would stay alive.
         return tensor.detach()
-
-    def __enter__(self) -> SavedTensors:
-        import torch
-
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
-        self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._hooks.__exit__(*exc)
 
 
 def loader_throughput(dataset, epochs: int = 1, **loader_kwargs) -> dict:

@@ -12,6 +12,8 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable
 
+from .measure import PackHooks
+
 __all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "address_space_cap_supported", "cap_address_space",
            "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes"]
 
@@ -41,7 +43,7 @@ def state_bytes(model, optimizer) -> dict[str, int]:
             "optimizer_state": tensor_bytes(state)}
 
 
-class LiveActivations:
+class LiveActivations(PackHooks):
     """Inside the `with` block, remember every activation autograd saves; `live_bytes()` says how much of it lives.
 
     Autograd frees what it saved once `backward` has used it, or once nobody holds the graph any more. A graph kept
@@ -51,7 +53,6 @@ class LiveActivations:
 
     def __init__(self):
         self._saved: list[tuple[weakref.ref, tuple[int, int]]] = []
-        self._hooks = None
 
     def _pack(self, tensor):
         base = tensor if tensor._base is None else tensor._base
@@ -68,16 +69,6 @@ class LiveActivations:
         """Bytes of the distinct storages, among those saved in the block, that are still alive."""
         alive = {key: key[1] for ref, key in self._saved if ref() is not None}
         return sum(alive.values())
-
-    def __enter__(self) -> LiveActivations:
-        import torch
-
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
-        self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._hooks.__exit__(*exc)
 
 
 def address_space_cap_supported(platform: str | None = None) -> tuple[bool, str]:
