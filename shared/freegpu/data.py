@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ImageData", "load_mnist", "CostlyDataset", "write_memmap", "MemmapDataset"]
+__all__ = ["ImageData", "MNIST_HUB_ID", "load_mnist", "CostlyDataset", "write_memmap", "MemmapDataset"]
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,16 @@ def _tensors(images: np.ndarray, labels: np.ndarray):
     return TensorDataset(torch.from_numpy(images.astype(np.float32)), torch.from_numpy(labels.astype(np.int64)))
 
 
-def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2) -> ImageData:
-    """Handwritten digits: MNIST from the Hub (`full`), or scikit-learn's bundled 8x8 digits (`smoke`, offline).
+MNIST_HUB_ID = "ylecun/mnist"
 
-    The smoke split is drawn with `seed`, so every process and every rerun gets the same one; with the default
-    fraction it holds 359 eval images, a number no batch size > 1 divides (notebook 01 needs that).
+
+def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_dir: str = "") -> ImageData:
+    """Handwritten digits: MNIST (`full`), or scikit-learn's bundled 8x8 digits (`smoke`, offline).
+
+    The full profile reads `data_dir` when given (a folder holding the dataset as the Hub serves it: a Kaggle input,
+    a Drive folder, a `huggingface-cli download ylecun/mnist --repo-type dataset` copy), else `ylecun/mnist` from
+    the Hub. The smoke split is drawn with `seed`, so every process and every rerun gets the same one; with the
+    default fraction it holds 359 eval images, a number no batch size > 1 divides (notebook 01 needs that).
     """
     if profile == "smoke":
         from sklearn.datasets import load_digits
@@ -58,11 +63,17 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2) -> Imag
     if profile == "full":
         from datasets import load_dataset
 
-        mnist = load_dataset("ylecun/mnist").with_format("numpy")
-        split = {name: (mnist[name]["image"].reshape(len(mnist[name]), -1) / 255.0, mnist[name]["label"])
-                 for name in ("train", "test")}
-        return ImageData(_tensors(*split["train"]), _tensors(*split["test"]), 28 * 28, 10,
-                         "ylecun/mnist from the Hugging Face Hub (28x28)")
+        mnist = load_dataset(data_dir or MNIST_HUB_ID)
+        split = {}
+        for name in ("train", "test"):
+            # Slicing decodes every image into one (N, 28, 28) array; `mnist[name]["image"]` would be a lazy
+            # column in datasets >= 4 (no `.reshape`).
+            batch = mnist[name].with_format("numpy")[:]
+            images = np.asarray(batch["image"], dtype=np.float32)
+            split[name] = (images.reshape(len(images), -1) / 255.0, np.asarray(batch["label"]))
+        where = f"the folder data_dir={data_dir!r}" if data_dir else "the Hugging Face Hub"
+        return ImageData(_tensors(*split["train"]), _tensors(*split["test"]), split["train"][0].shape[1], 10,
+                         f"{MNIST_HUB_ID} from {where} (28x28)")
     raise ValueError(f"profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' first)")
 
 

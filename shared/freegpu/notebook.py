@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from .hardware import HardwareInfo, detect_hardware
 from .platform import PlatformInfo, detect_platform, has_internet, resolve_output_dir
-from .profile import require_hub, resolve_profile
+from .profile import hub_ids, require_hub, resolve_profile
 
 __all__ = ["Setup", "begin"]
 
@@ -25,13 +25,15 @@ class Setup(NamedTuple):
     output_dir: Path
 
 
-def begin(notebook: str, profile: str, output_dir: str) -> Setup:
+def begin(notebook: str, profile: str, output_dir: str, sources: dict[str, str] | None = None) -> Setup:
     """Detect platform and hardware, resolve `profile`, create the output folder.
 
-    A `full` profile that cannot reach the Hugging Face Hub fails here, before any download starts.
+    `sources` maps the parameters that name the full profile's data or model to their values, defaults filled
+    in (`{"data_dir": data_dir or "ylecun/mnist"}`). A `full` profile that reads a Hub id while the Hugging Face
+    Hub is unreachable fails here, before any download starts; folders need no network.
     """
     info, hw = detect_platform(), detect_hardware()
     resolved, reason = resolve_profile(profile, hw.device_kind)
-    if resolved == "full":
-        require_hub(resolved, has_internet())
+    if resolved == "full" and hub_ids(sources or {}):
+        require_hub(resolved, has_internet(), sources)
     return Setup(info, hw, resolved, reason, resolve_output_dir(output_dir, notebook, info))

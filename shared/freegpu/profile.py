@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .checks import check_choice
 
-__all__ = ["PROFILES", "resolve_profile", "require_hub"]
+__all__ = ["PROFILES", "resolve_profile", "hub_ids", "require_hub"]
 
 PROFILES = ("auto", "smoke", "full")
 
@@ -25,11 +25,27 @@ def resolve_profile(profile: str, device_kind: str) -> tuple[str, str]:
     return "smoke", "profile='auto' on a CPU-only machine: tiny offline data, seconds per notebook"
 
 
-def require_hub(profile: str, internet: bool) -> None:
-    """Fail fast when the full profile needs the Hugging Face Hub and the Hub cannot be reached."""
-    if profile == "full" and not internet:
-        raise RuntimeError(
-            "profile='full' downloads data and models from the Hugging Face Hub, which is not reachable from "
-            "here. Turn the internet on (Kaggle: Settings > Internet > On), or run with profile='smoke', which "
-            "uses small data shipped with the installed packages."
-        )
+def hub_ids(sources: dict[str, str]) -> dict[str, str]:
+    """The `sources` (parameter name -> Hub id or folder) that name a Hub id, not an existing local folder."""
+    from pathlib import Path
+
+    return {name: source for name, source in sources.items() if not Path(source).expanduser().is_dir()}
+
+
+def require_hub(profile: str, internet: bool, sources: dict[str, str] | None = None) -> None:
+    """Fail fast when the full profile reads a Hub id and the Hugging Face Hub cannot be reached.
+
+    `sources` maps each parameter that names the data or the model to its value (a Hub id or a folder); only the
+    Hub ids need the Hub. Without `sources`, the full profile is taken to need it.
+    """
+    needed = hub_ids(sources) if sources is not None else {"": "its data"}
+    if profile != "full" or internet or not needed:
+        return
+    named = ", ".join(f"{source} ({name})" if name else source for name, source in needed.items())
+    folders = " or ".join(name for name in needed if name)
+    local = f"give {folders} a folder that holds it (a Kaggle input, a Drive folder), " if folders else ""
+    raise RuntimeError(
+        f"profile='full' downloads {named} from the Hugging Face Hub, which is not reachable from here. Turn the "
+        f"internet on (Kaggle: Settings > Internet > On), {local}or run with profile='smoke', which uses small "
+        "data shipped with the installed packages."
+    )

