@@ -178,13 +178,22 @@ def build_site(out_root: Path) -> tuple[Path, float]:
     return course_site.build(out_root)
 
 
+def parameter_value(text: str):
+    """A `-p NAME VALUE` value as papermill's own `-p` reads it: a number or a boolean where it is one, else text."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (bool, int, float)) else text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Execute every notebook and build the course site.")
     parser.add_argument("names", nargs="*", help="notebook names or prefixes (default: all)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"output folder (default: {OUT})")
     parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help=f"notebook folder (default: {NOTEBOOKS})")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                        help="a parameter for every notebook, e.g. -p profile smoke")
+                        help="a parameter for every notebook, e.g. -p profile smoke (numbers are numbers)")
     parser.add_argument("--xla-python", type=Path, help="also run the XLA lane's notebooks with this Python")
     parser.add_argument("--no-site", action="store_true", help="execute and summarise only")
     parser.add_argument("--lane", default="main", help=argparse.SUPPRESS)  # set by run_xla_lane in its child
@@ -194,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for notebook in notebooks:
         print(f"running {notebook.name} ...", flush=True)
-        run = execute(notebook, args.out, dict(args.parameter))
+        run = execute(notebook, args.out, {name: parameter_value(value) for name, value in args.parameter})
         if args.lane != "main":  # the budgets are the main environment's
             run.lane, run.budget_s = args.lane, None
         runs.append(run)

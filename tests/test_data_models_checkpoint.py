@@ -64,5 +64,8 @@ def test_begin_resolves_profile_and_output_dir(tmp_path, monkeypatch):
     assert resolved == "smoke" and reason and out == tmp_path / "o" and out.is_dir()
     assert hw.logical_cpus >= 1 and info.name
     with pytest.raises(RuntimeError, match="profile='smoke'"):
-        notebook.begin("01_mnist_migration", "full", str(tmp_path / "full"))
+        notebook.begin("01_mnist_migration", "full", str(tmp_path / "full"), {"data_dir": "ylecun/mnist"})
     assert not (tmp_path / "full").exists()  # failed before creating anything
+    # A full profile that reads only folders (or nothing, as 00 and 03) needs no network.
+    assert notebook.begin("03_memory_tricks", "full", str(tmp_path / "f3")).profile == "full"
+    assert notebook.begin("01_mnist_migration", "full", str(tmp_path / "f1"), {"data_dir": str(tmp_path)}).profile

@@ -15,6 +15,7 @@ import os
 import platform as _pyplatform
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -153,6 +154,9 @@ class Run:
                   "device": self.device, "versions": library_versions(), "parameters": self.parameters,
                   "started_at": self._started,
                   "wall_s": round(time.perf_counter() - self._t0, 2), "headline": self.headline}
+        torch = sys.modules.get("torch")  # only a run that used CUDA has a CUDA peak; never initialise it here
+        if torch is not None and torch.cuda.is_initialized():
+            common["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated()
         return {**common, **self.values}
 
     def save(self) -> Path:
