@@ -47,8 +47,9 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_di
 
     The full profile reads `data_dir` when given (a folder holding the dataset as the Hub serves it: a Kaggle input,
     a Drive folder, a copy made by `hf download ylecun/mnist --repo-type dataset --local-dir <folder>`), else
-    `ylecun/mnist` from the Hub. The smoke split is drawn with `seed`, so every process and every rerun gets the same one; with the
-    default fraction it holds 359 eval images, a number no batch size > 1 divides (notebook 01 needs that).
+    `ylecun/mnist` from the Hub. The smoke split is drawn with `seed`, so every process and every rerun gets the
+    same one; with the default fraction it holds 359 eval images, a number no batch size > 1 divides (notebook 01
+    needs that).
     """
     if profile == "smoke":
         from sklearn.datasets import load_digits
