@@ -358,6 +358,9 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
     readme = (repo_root / "README.md").read_text() if (repo_root / "README.md").exists() else ""
     toctree = ["```{toctree}", ":caption: Notebooks", ":hidden:", "",
                *(pages[name].docname for name in sorted(pages)), "measurements", "```"]
+    guides = sorted(p.stem for p in DOCS.glob("*.md") if p.stem != "index")  # troubleshooting, glossary, ...
+    if guides:
+        toctree += ["", "```{toctree}", ":caption: Reference", ":hidden:", "", *guides, "```"]
     if extra:
         toctree += ["", "```{toctree}", ":caption: Runs kept for comparison", ":hidden:", "",
                     *(p.docname for p in extra), "```"]

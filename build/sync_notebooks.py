@@ -62,9 +62,12 @@ def badges_source(name: str, settings: dict) -> str:
     )
 
 
+TROUBLESHOOTING = "docs/troubleshooting.md"  # what to do when the setup cell fails, per platform (on the site too)
+
+
 def setup_source(name: str, settings: dict) -> str:
-    """The setup cell: install freegpu (this notebook's extras only) where it is missing; on failure, say exactly
-    what to do on the platform the notebook is on (Colab, Kaggle with or without internet, a local clone)."""
+    """The setup cell: install freegpu with this notebook's extras where the helpers or an extra's module are
+    missing; on failure, point at the troubleshooting page (Colab, Kaggle with or without internet, a local clone)."""
     extras = settings["extras"].get(name)
     if extras is None:
         raise KeyError(f"{name}: add it to [tool.freegpu.notebook-extras] in pyproject.toml")
@@ -75,47 +78,22 @@ def setup_source(name: str, settings: dict) -> str:
     needs = f"({needs},)" if not extras else f"({needs})"
     spec = "freegpu" + (f"[{','.join(extras)}]" if extras else "")
     requirement = f"{spec} @ git+{settings['repo']}@v{settings['version']}"
-    issues = f"{settings['repo']}/issues"
-    local = "pip install -e '.[dev]'" if not extras else f"pip install -e '.[dev,{','.join(extras)}]'"
+    help_url = f"{settings['repo']}/blob/{settings['branch']}/{TROUBLESHOOTING}"
     return (
-        "# Setup: written by build/sync_notebooks.py from pyproject.toml; do not edit here.\n"
-        "# Installs the course helpers where they are missing (Colab, Kaggle); a no-op elsewhere.\n"
+        "# Setup: written by build/sync_notebooks.py. Installs the course helpers and this\n"
+        "# notebook's extras where one is missing (Colab, Kaggle); a no-op where all are there.\n"
         "import importlib.util\n"
-        "import os\n"
-        "import socket\n"
         "import subprocess\n"
         "import sys\n"
         "\n"
-        "# The course helpers and the modules of this notebook's extras: install if one is missing.\n"
         f"NEEDS = {needs}\n"
         "if any(importlib.util.find_spec(name) is None for name in NEEDS):\n"
-        '    cmd = [sys.executable, "-m", "pip", "install", "--quiet",\n'
+        '    pip = [sys.executable, "-m", "pip", "install", "--quiet",\n'
         f'           "{requirement}"]\n'
-        "    if subprocess.run(cmd).returncode != 0:\n"
-        "        try:\n"
-        '            socket.create_connection(("github.com", 443), timeout=3).close()\n'
-        "            online = True\n"
-        "        except OSError:\n"
-        "            online = False\n"
-        '        if "google.colab" in sys.modules:\n'
-        '            fix = ("Colab: Runtime > Restart session, then run this cell again. If pip "\n'
-        '                   "fails again, github.com or pypi.org is unreachable: wait and retry.")\n'
-        '        elif "KAGGLE_KERNEL_RUN_TYPE" in os.environ and not online:\n'
-        '            fix = ("Kaggle without internet: open Settings > Internet and turn it on "\n'
-        '                   "(a phone-verified account is needed), then run this cell again. "\n'
-        '                   "Where internet is not allowed, attach the course wheelhouse as a "\n'
-        '                   "dataset (Add Input) and run: pip install --no-index "\n'
-        '                   "--find-links /kaggle/input/<that dataset> freegpu")\n'
-        '        elif "KAGGLE_KERNEL_RUN_TYPE" in os.environ:\n'
-        '            fix = ("Kaggle with internet: pip reached github.com and failed anyway. "\n'
-        '                   "Use Run > Factory reset (a fresh image), then run this cell again; "\n'
-        '                   "if the same error comes back, report it with pip\'s output at "\n'
-        f'                   "{issues}")\n'
-        "        else:\n"
-        '            fix = ("Local clone: in a terminal, in the repository folder and the Python "\n'
-        f'                   f"environment of this kernel ({{sys.executable}}), run: "\n'
-        f'                   "{local}, then restart the kernel.")\n'
-        '        raise RuntimeError(f"Installing freegpu failed (pip output above). {fix}")'
+        "    if subprocess.run(pip).returncode != 0:\n"
+        '        raise RuntimeError("Installing freegpu failed (pip\'s output is above). What to do "\n'
+        '                           "on Colab, on Kaggle and in a local clone: "\n'
+        f'                           "{help_url}")'
     )
 
 

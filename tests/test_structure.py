@@ -124,3 +124,16 @@ def test_notebook_01_loop_is_the_package_loop():
     cells = [c.source for c in load("01_mnist_migration").cells if c.cell_type == "code"]
     taught = next(src for src in cells if src.startswith("def train_accelerate("))
     assert taught.strip() == inspect.getsource(train.train_accelerate).strip()
+
+
+def test_setup_cell_is_short_and_links_to_troubleshooting():
+    """The setup cell fits the lesson-first budget; its error links to a page that exists in this repository."""
+    sync = load_build_script("sync_notebooks")
+    settings = sync.course_settings()
+    assert (ROOT / sync.TROUBLESHOOTING).is_file()
+    for name in NOTEBOOK_NAMES:
+        setup = load(name).cells[2].source
+        assert len([line for line in setup.splitlines() if line.strip()]) <= 15, name
+        assert f"{settings['repo']}/blob/{settings['branch']}/{sync.TROUBLESHOOTING}" in setup
+        extras = settings["extras"][name]
+        assert all(f'"{sync.EXTRA_MODULES[e]}"' in setup for e in extras)  # an extra's module missing installs too
