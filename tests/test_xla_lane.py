@@ -43,3 +43,12 @@ def test_04_on_xla(executed, course_out):
     # Step 5 feeds Accelerate whole batches only (step 4's lesson): a few compiles, not one per step.
     assert results["accelerate_compiles"] <= 4 < results["accelerate_steps"]
     assert results["prepared_dataloader_type"] == "MpDeviceLoaderWrapper"
+
+
+def test_04_full_profile_on_xla(executed_full):
+    """The learner's path on a TPU runtime: the full profile (MNIST in the Hub's layout) through XLA's steps."""
+    _, results, _ = executed_full("04_tpu_data_loaders")
+    assert results["profile"] == "full" and results["xla_ran"] is True and results["device"] == "xla"
+    assert results["loop_compiles"] >= 1 and results["loop_cached_compiles"] >= 1
+    assert results["accelerate_distributed_type"] == "XLA"
+    assert results["accelerate_compiles"] <= 4 < results["accelerate_steps"]
