@@ -8,7 +8,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
   imported only when asked for (`from freegpu.train import train_accelerate`)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
-- `memory`: notebook 03 (memory tricks)
+- `memory`, `sharding`: notebook 03 (memory tricks)
 - `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports torch, so it is imported only when asked
   for (`from freegpu.finetune import train_classifier`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
@@ -33,6 +33,7 @@ from . import (
     profile,
     results,
     resume,
+    sharding,
     software,
     text,
     wheelhouse,
@@ -45,5 +46,5 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0+unknown"
 
 __all__ = ["checkpoint", "checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "memory", "models",
-           "notebook", "platform", "precision", "profile", "results", "resume", "software", "text", "train",
-           "wheelhouse", "xla", "__version__"]
+           "notebook", "platform", "precision", "profile", "results", "resume", "sharding", "software", "text",
+           "train", "wheelhouse", "xla", "__version__"]

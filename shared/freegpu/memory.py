@@ -1,9 +1,10 @@
 """Where training memory goes, and the counters that show it on any device. Introduced in notebook 03.
 
 `state_bytes` counts weights, gradients and optimizer state; `LiveActivations` counts the activations autograd
-saved that are still alive (a leak keeps them); `cap_address_space` makes a CPU process run out of memory for
-real, at a budget; `cuda_peak_bytes` is the GPU's own peak counter; `bert_parameters` and `zero_per_gpu_bytes`
-are the arithmetic for models and setups that do not run here.
+saved that are still alive (a leak keeps them); `PeakBytes` follows the tensors a block creates and keeps their peak
+phase by phase (the peak during backward decides an out-of-memory error); `cap_address_space` makes a CPU process
+run out of memory for real, at a budget; `cuda_peak_bytes` is the GPU's own peak counter; `bert_parameters`,
+`zero_per_gpu_bytes` and `zero_max_parameters` are the arithmetic for models and setups that do not run here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Callable, Iterable
 
 from .measure import PackHooks
 
-__all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "address_space_cap_supported", "cap_address_space",
-           "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes"]
+__all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "PeakBytes", "address_space_cap_supported",
+           "cap_address_space", "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes", "zero_max_parameters"]
 
 MiB = 1024**2
 
@@ -69,6 +70,71 @@ class LiveActivations(PackHooks):
         """Bytes of the distinct storages, among those saved in the block, that are still alive."""
         alive = {key: key[1] for ref, key in self._saved if ref() is not None}
         return sum(alive.values())
+
+
+class PeakBytes:
+    """Inside the `with` block, the bytes of the tensors torch ops create that are still alive, and their peak in
+    each phase. Notebook 03: the peak during backward, where checkpointing runs a block's forward again.
+
+    Any device. A storage that an op returns and that none of its inputs shares is new memory; it counts until it
+    is freed. Tensors made before the block (weights, the batch) count zero; gradients made in it count.
+
+        with PeakBytes() as memory:
+            loss = F.cross_entropy(model(x), y)
+            memory.phase("backward")
+            loss.backward()
+        memory.peaks  # {"forward": ..., "backward": ...}
+    """
+
+    def __init__(self):
+        self.live = 0
+        self.peaks: dict[str, int] = {"forward": 0}
+        self._phase = "forward"
+        self._alive: dict[int, tuple[weakref.ref, int]] = {}
+        self._mode = None
+
+    def phase(self, name: str) -> None:
+        """Start a phase: its peak starts from what is alive now."""
+        self._phase, self.peaks[name] = name, self.live
+
+    def _free(self, key: int) -> None:
+        _ref, nbytes = self._alive.pop(key)
+        self.live -= nbytes
+
+    def _track(self, outputs: list, inputs: list) -> None:
+        known = {t.untyped_storage().data_ptr() for t in inputs}  # a view or an in-place op allocates nothing
+        for tensor in outputs:
+            storage = tensor.untyped_storage()
+            key, nbytes = storage.data_ptr(), storage.nbytes()
+            if nbytes and key not in known and key not in self._alive:
+                self._alive[key] = (weakref.ref(storage, lambda _ref, key=key: self._free(key)), nbytes)
+                self.live += nbytes
+        self.peaks[self._phase] = max(self.peaks[self._phase], self.live)
+
+    def __enter__(self) -> PeakBytes:
+        import torch
+
+        # TorchDispatchMode: the private module precision.py uses too; it sees every aten op, backward included.
+        from torch.utils._python_dispatch import TorchDispatchMode
+        from torch.utils._pytree import tree_leaves
+
+        def tensors(tree) -> list:
+            return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+        track = self._track
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                track(tensors(out), tensors((args, kwargs)))
+                return out
+
+        self._mode = Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
 
 
 def address_space_cap_supported(platform: str | None = None) -> tuple[bool, str]:
@@ -131,3 +197,9 @@ def zero_per_gpu_bytes(num_parameters: int, num_gpus: int) -> dict[str, int]:
     weights, grads, states, n = 2 * num_parameters, 2 * num_parameters, 12 * num_parameters, num_gpus
     return {"stage 0": weights + grads + states, "stage 1": weights + grads + states // n,
             "stage 2": weights + (grads + states) // n, "stage 3": (weights + grads + states) // n}
+
+
+def zero_max_parameters(card_bytes: int, num_gpus: int) -> dict[str, int]:
+    """The most parameters whose model states fit in `card_bytes` per GPU at each ZeRO stage (no activations)."""
+    per_parameter = zero_per_gpu_bytes(1_000_000, num_gpus)
+    return {stage: card_bytes * 1_000_000 // nbytes for stage, nbytes in per_parameter.items()}
