@@ -103,6 +103,78 @@ def test_python_overhead_names_the_extra_functions():
     assert found[0]["profiled_extra_us_per_step"] == pytest.approx(found[0]["us_per_step"])
 
 
+def _fake_timed(extras_us, now=None):
+    """A (plain, prepared) pair and a clock that only the calls move (`now`, shared between pairs): plain takes
+    10 µs, prepared 10 µs plus the next of `extras_us` (the warm-up call first, then each trial's calls)."""
+    now = [0.0] if now is None else now
+    extras = iter(extras_us)
+
+    def plain():
+        now[0] += 10e-6
+
+    def prepared():
+        now[0] += 10e-6 + next(extras) * 1e-6
+
+    return (plain, prepared), lambda: now[0], now
+
+
+def test_paired_overhead_resolves_a_known_extra_and_adds_up_the_step():
+    from freegpu.overhead import describe, paired_overhead
+
+    step_pair, clock, now = _fake_timed([0.0] + [3.0] * 10)  # 10 calls in 2 trials of 5, after one warm-up
+    other_pair, _, _ = _fake_timed([0.0] + [1.0] * 5 + [2.0] * 5, now)
+    found = paired_overhead({"step": step_pair, "other": other_pair}, calls=10, trials=2, clock=clock)
+    step, other, per_step = found["lines"]["step"], found["lines"]["other"], found["per_step"]
+    assert step["median"] == pytest.approx(3.0) and step["min"] == pytest.approx(3.0) and step["resolved"]
+    assert step["n"] == 2 and step["calls"] == 10 and step["plain_us"] == pytest.approx(10.0)
+    assert [other["min"], other["max"]] == pytest.approx([1.0, 2.0])
+    assert [per_step["min"], per_step["max"]] == pytest.approx([4.0, 5.0])  # each trial adds up its lines
+    assert per_step["resolved"] and per_step["calls"] == 10
+    assert describe("step", step).startswith("step: +3.0 µs per step (min 3.0, max 3.0 over 2 trials, 10 calls")
+
+
+def test_paired_overhead_says_when_the_spread_includes_zero():
+    from freegpu.overhead import describe, paired_overhead
+
+    pair, clock, _ = _fake_timed([0.0] + [2.0] * 5 + [-2.0] * 5)  # one trial slower, the other faster
+    cost = paired_overhead({"zero_grad": pair}, calls=10, trials=2, clock=clock)["lines"]["zero_grad"]
+    assert not cost["resolved"] and cost["min"] < 0 < cost["max"]
+    line = describe("zero_grad", cost)
+    assert line.startswith("zero_grad: not resolved on this machine") and "µs per step" not in line
+
+
+def test_paired_overhead_on_real_time_finds_a_busy_wait():
+    import time
+
+    from freegpu.overhead import paired_overhead
+
+    def busy(seconds):
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    cost = paired_overhead({"wait": (lambda: None, lambda: busy(200e-6))}, calls=200, trials=4)["lines"]["wait"]
+    assert cost["resolved"] and cost["min"] >= 190 and cost["calls"] == 200
+
+
+def test_overhead_helpers_endless_one_side_one_thread():
+    import torch
+
+    from freegpu.overhead import endless, one_side, one_thread
+
+    batches = endless([1, 2, 3])
+    assert [next(batches) for _ in range(7)] == [1, 2, 3, 1, 2, 3, 1]  # epoch after epoch, not a cached copy
+    calls = []
+    one_side({"a": (lambda: calls.append("plain a"), lambda: calls.append("prepared a")),
+              "b": (lambda: calls.append("plain b"), lambda: calls.append("prepared b"))}, side=1, steps=2)
+    assert calls == ["prepared a", "prepared a", "prepared b", "prepared b"]
+    threads = torch.get_num_threads()
+    with pytest.raises(RuntimeError), one_thread():
+        assert torch.get_num_threads() == 1
+        raise RuntimeError
+    assert torch.get_num_threads() == threads
+
+
 def test_captured_native_stderr_keeps_the_profiler_log_out_of_the_output(capfd):
     import torch
 
@@ -168,7 +240,8 @@ def test_01_on_colabs_branch(tmp_path, monkeypatch):
         monkeypatch.delenv(key)
     out = tmp_path / "out"
     papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
-                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2},
+                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2,
+                                           "timing_calls": 200},
                                kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     results = json.loads((out / "results.json").read_text())
     assert results["launcher_branch"] == "colab_in_process" and results["launcher_branch_processes"] == 1
@@ -208,7 +281,8 @@ def test_01_decides_multi_gpu_on_two_t4s(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "out"
     papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
-                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2},
+                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2,
+                                           "timing_calls": 200},
                                kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     results = json.loads((out / "results.json").read_text())
     assert results["device"] == "cuda"  # what the notebook detected from nvidia-smi

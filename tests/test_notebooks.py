@@ -128,13 +128,27 @@ def test_01_mnist_migration(executed, course_out):
     assert results["plain_eval_accuracy"] == results["single_process_eval_accuracy"]
     assert results["changed_lines"] >= 4  # the diff was computed from the real functions
     assert (out / "loss_curves.png").stat().st_size > 10_000
-    # Overhead: µs per step at three sizes, each with its spread over the interleaved trials.
-    overhead = results["overhead_us_per_step"]
-    assert list(overhead) == ["tiny MLP", "10x compute", "30x compute"]
-    for name, spread in overhead.items():
-        assert spread["n"] == results["parameters"]["timing_trials"]
-        assert spread["min"] <= spread["median"] <= spread["max"]
-        assert results["plain_ms_per_step"][name]["median"] > 0
+    # Overhead, line by line: thousands of paired calls; the whole step's extra is resolved (spread > 0).
+    outputs = [o for c in json.loads((course_out / "executed" / "01_mnist_migration.ipynb").read_text())["cells"]
+               if c["cell_type"] == "code" for o in c["outputs"]]
+    printed = "".join("".join(o.get("text", "")) for o in outputs)
+    trials = results["parameters"]["timing_trials"]
+    per_step, lines = results["overhead_us_per_step"], results["overhead_by_line"]
+    assert list(lines) == ["next batch", "optimizer.zero_grad()", "forward, backward", "optimizer.step()"]
+    for name, cost in [*lines.items(), ("whole step", per_step)]:
+        assert cost["n"] == trials and cost["calls"] >= 1000  # the calls of each side, recorded
+        assert cost["min"] <= cost["median"] <= cost["max"]
+        assert cost["resolved"] == (cost["min"] > 0 or cost["max"] < 0)
+        assert (f"{name}: not resolved on this machine" in printed) is not cost["resolved"]
+    assert per_step["resolved"] and per_step["min"] > 0
+    assert results["overhead_verdict"].startswith("Accelerate's extra per step: +")
+    assert {"overhead_verdict", "overhead_share_of_plain_step"} <= set(results["headline"])
+    # Its share of a plain step, from the step times recorded at three sizes.
+    step_ms, share = results["plain_ms_per_step"], results["overhead_share_of_plain_step"]
+    assert list(step_ms) == list(share) == ["tiny MLP", "10x compute", "30x compute"]
+    for name, ms in step_ms.items():
+        assert ms["n"] == trials and 0 < ms["min"] <= ms["median"] <= ms["max"]
+        assert share[name] == pytest.approx(per_step["median"] / (1e3 * ms["median"]))
     assert (out / "overhead_vs_step_time.png").stat().st_size > 10_000
     # The profiler named where the extra time goes: Accelerate's own functions, found in this run.
     top = results["top_overhead_functions"]
@@ -174,8 +188,6 @@ def test_01_mnist_migration(executed, course_out):
     assert "from freegpu.train import evaluate_accelerate, train_accelerate" in script
     assert all(f'"--{flag}"' in script for flag in ("cpu", "mixed_precision", "num_epochs", "batch_size"))
     # Quiet: no warning from Accelerate about threads, no stray value printed by a cell.
-    outputs = [o for c in json.loads((course_out / "executed" / "01_mnist_migration.ipynb").read_text())["cells"]
-               if c["cell_type"] == "code" for o in c["outputs"]]
     assert not any("OMP_NUM_THREADS" in "".join(o.get("text", "")) for o in outputs)
     assert not any("USDT" in "".join(o.get("text", "")) for o in outputs)  # the profiler's log was collected
     assert not any(o["output_type"] == "execute_result" for o in outputs)
