@@ -105,7 +105,9 @@ def test_06_kernel_metadata_and_wheelhouse(nb06):
     assert r["bundle_installs_offline"] is True
     bundled = json.loads((bundle / meta["code_file"]).read_text())
     setup = "".join(bundled["cells"][2]["source"])
-    assert setup == kaggle.offline_setup_source(meta["dataset_sources"][0])
+    # It installs what the notebook's own setup cell does (freegpu with its extras), from the wheelhouse.
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / f"{NAME}.ipynb"
+    assert setup == kaggle.offline_setup_source(meta["dataset_sources"][0], *kaggle.setup_requirement(notebook))
     assert "--no-index" in setup and "/input/freegpu-wheelhouse" in setup and "git+https" not in json.dumps(bundled)
     assert r["wheelhouse_files"] == ["freegpu-0.1.0-py3-none-any.whl"]
     assert r["wheelhouse_missing_requirements"] == []
@@ -322,8 +324,13 @@ def test_course_bundles_are_valid_and_never_p100(tmp_path):
     for path in written:  # a copy of the committed notebook, outputs-free
         code_file = json.loads(path.read_text())["code_file"]
         assert (path.parent / code_file).read_bytes() == (root / "notebooks" / code_file).read_bytes()
-    assert sorted(p.name for p in (tmp_path / "wheelhouse").iterdir()) == [
-        "dataset-metadata.json", "freegpu-0.1.0-py3-none-any.whl"]
+    # The wheelhouse: the course's wheel and what the Kaggle image lacks (tests/test_image_lanes.py checks which).
+    house = tmp_path / "wheelhouse"
+    manifest = json.loads((house / "manifest.json").read_text())
+    assert manifest["image"] == "kaggle-gpu" and manifest["files"][0]["file"] == "freegpu-0.1.0-py3-none-any.whl"
+    assert sorted(p.name for p in house.iterdir()) == sorted(
+        ["dataset-metadata.json", "manifest.json", *(f["file"] for f in manifest["files"])])
+    assert not any(f["name"] == "torch" for f in manifest["files"])
 
 
 TWO_PROCESS_SAVE = """

@@ -9,6 +9,7 @@ passes them would really upload.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -17,8 +18,9 @@ from typing import Any
 
 from .platform import kaggle_dataset_dir
 
-__all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "write_kernel_bundle",
-           "dataset_metadata", "kaggle_commands", "write_course_bundles"]
+__all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "setup_requirement", "course_extras",
+           "offline_setup_source", "write_kernel_bundle", "dataset_metadata", "kaggle_commands",
+           "write_course_bundles"]
 
 # What to ask `machine_shape` for. Without it, `enable_gpu: true` alone has meant a P100 (kaggle-cli issue #821),
 # which Kaggle has retired (its image has no sm_60 kernels; the CLI warns when a push names it): name the shape.
@@ -105,23 +107,76 @@ def validate_kernel_metadata(meta: dict[str, Any], folder: Path | None = None) -
     return problems
 
 
-def offline_setup_source(wheelhouse: str) -> str:
-    """A setup cell for a kernel without internet: install freegpu from the attached wheelhouse dataset."""
-    where = kaggle_dataset_dir(wheelhouse)
+def setup_requirement(notebook: Path) -> tuple[str, tuple[str, ...]]:
+    """What the setup cell of `notebook` installs and checks: (`freegpu[<its extras>]`, the modules it needs).
+
+    Read from the cell that build/sync_notebooks.py wrote from pyproject.toml (`[tool.freegpu.notebook-extras]`):
+    the requirement it pip-installs from GitHub and its `NEEDS` tuple (freegpu and the module of each extra).
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    notebook = Path(notebook)
+    cells = json.loads(notebook.read_text()).get("cells", [])
+    setup = ["".join(c["source"]) for c in cells if "".join(c["source"]).startswith(_SETUP_MARK)]
+    if len(setup) != 1:
+        raise ValueError(f"{notebook.name} has {len(setup)} setup cells, not 1")
+    tree = ast.parse(setup[0])
+    needs = [node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "NEEDS" for t in node.targets)]
+    texts = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             and " @ git+" in node.value]
+    if len(needs) != 1 or len(texts) != 1:
+        raise ValueError(f"{notebook.name}: its setup cell has {len(needs)} NEEDS and {len(texts)} git+ "
+                         "requirements, not 1 each; run `make sync`")
+    try:
+        req = Requirement(texts[0])
+    except InvalidRequirement as exc:
+        raise ValueError(f"{notebook.name}: setup cell requirement {texts[0]!r}: {exc}") from None
+    if req.name != "freegpu" or req.url is None:
+        raise ValueError(f"{notebook.name}: setup cell installs {texts[0]!r}, not freegpu from a URL")
+    return texts[0].split(" @ ")[0].strip(), tuple(ast.literal_eval(needs[0]))
+
+
+def course_extras(notebooks: list[Path]) -> tuple[str, ...]:
+    """Every extra that the setup cells of `notebooks` install, in order of first use: what a wheelhouse serves."""
+    extras: list[str] = []
+    for notebook in notebooks:
+        spec = setup_requirement(notebook)[0]
+        extras += [e for e in spec.partition("[")[2].rstrip("]").split(",") if e and e not in extras]
+    return tuple(extras)
+
+
+def offline_setup_source(wheelhouse: str, requirement: str = "freegpu", needs: tuple[str, ...] = ("freegpu",),
+                         input_dir: Path | str | None = None) -> str:
+    """A setup cell for a kernel without internet: install `requirement` from the attached wheelhouse dataset.
+
+    As the notebook's own setup cell does, it installs when any module of `needs` (freegpu and the modules of the
+    notebook's extras) is missing. The dataset is looked for where Kaggle mounts it (`/kaggle/input/<slug>`), or
+    under `input_dir` (a rehearsal of Kaggle's input folder, see `platform.rehearsal_dirs`).
+    """
+    slug = wheelhouse.split("/")[1]
+    where = kaggle_dataset_dir(wheelhouse) if input_dir is None else str(Path(input_dir) / slug)
+    names = ", ".join(f'"{name}"' for name in needs) + ("," if len(needs) == 1 else "")
     return ("# Setup for Kaggle without internet: written by freegpu.kaggle.write_kernel_bundle.\n"
-            f"# Installs the course helpers from the wheelhouse dataset {wheelhouse}, attached in\n"
-            "# kernel-metadata.json (dataset_sources); pip never looks for an index.\n"
-            "import importlib.util\nimport subprocess\nimport sys\n\n"
-            'if importlib.util.find_spec("freegpu") is None:\n'
+            f"# Installs the course helpers ({requirement}) from the wheelhouse dataset\n"
+            f"# {wheelhouse}, attached in kernel-metadata.json (dataset_sources); pip never\n"
+            "# looks for an index.\n"
+            "import importlib\nimport importlib.util\nimport subprocess\nimport sys\n\n"
+            f"NEEDS = ({names})\n"
+            "if any(importlib.util.find_spec(name) is None for name in NEEDS):\n"
             '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index",\n'
-            f'                    "--find-links", "{where}", "freegpu"], check=True)')
+            f'                    "--find-links", "{where}",\n'
+            f'                    "{requirement}"], check=True)\n'
+            "    importlib.invalidate_caches()")
 
 
-def write_kernel_bundle(notebook: Path, folder: Path, meta: dict[str, Any], wheelhouse: str | None = None) -> Path:
+def write_kernel_bundle(notebook: Path, folder: Path, meta: dict[str, Any], wheelhouse: str | None = None, *,
+                        input_dir: Path | str | None = None) -> Path:
     """Copy `notebook` into `folder` as `meta['code_file']` and write `kernel-metadata.json` beside it.
 
     With `wheelhouse` (a dataset id in `meta['dataset_sources']`), the copy's setup cell is replaced by
-    `offline_setup_source(wheelhouse)`, which installs without internet. Refuses metadata that
+    `offline_setup_source`, which installs what the notebook's own setup cell does (freegpu with this notebook's
+    extras) without internet; `input_dir` moves Kaggle's input folder for a rehearsal. Refuses metadata that
     `validate_kernel_metadata` rejects, such as internet off with a setup cell that installs from GitHub. The folder
     is what `kaggle kernels push -p` takes.
     """
@@ -132,11 +187,10 @@ def write_kernel_bundle(notebook: Path, folder: Path, meta: dict[str, Any], whee
     else:
         if wheelhouse not in meta.get("dataset_sources", []):
             raise ValueError(f"wheelhouse {wheelhouse!r} is not attached: add it to dataset_sources")
+        requirement, needs = setup_requirement(notebook)
         content = json.loads(Path(notebook).read_text())
         setup = [c for c in content["cells"] if "".join(c["source"]).startswith(_SETUP_MARK)]
-        if len(setup) != 1:
-            raise ValueError(f"{notebook.name} has {len(setup)} setup cells, not 1")
-        setup[0]["source"] = offline_setup_source(wheelhouse).splitlines(keepends=True)
+        setup[0]["source"] = offline_setup_source(wheelhouse, requirement, needs, input_dir).splitlines(keepends=True)
         (folder / meta["code_file"]).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n")
     problems = validate_kernel_metadata(meta, folder)
     if problems:
@@ -157,15 +211,18 @@ def kaggle_commands(kernel_id: str, folder: str, output: str) -> list[str]:
             f"kaggle kernels logs {kernel_id}", f"kaggle kernels output {kernel_id} -p {output}", "kaggle quota"]
 
 
-def write_course_bundles(folder: Path, notebooks: list[Path], owner: str = OWNER) -> list[Path]:
+def write_course_bundles(folder: Path, notebooks: list[Path], owner: str = OWNER, *, image: str | None = "kaggle-gpu",
+                         python_version: str | None = None) -> list[Path]:
     """What `make course` writes to the `kaggle` folder of `build/out`: a push-ready folder per notebook, `wheelhouse`.
 
     Each notebook's folder holds the notebook and its `kernel-metadata.json` (TPU v5e-8 for notebook 04, T4 x2 for
-    the others; internet on, because the setup cell installs freegpu from GitHub). `wheelhouse/` holds the course
-    package's wheel and `dataset-metadata.json`, for kernels that run without internet (notebook 06, step 5).
-    Returns the metadata files written.
+    the others; internet on, because the setup cell installs freegpu from GitHub). `wheelhouse/` is the dataset for
+    kernels that run without internet (notebook 06, step 5): the course's wheel plus every wheel that the
+    notebooks' extras need and the Kaggle `image` lacks (versions in the repository's `platforms/images.toml`),
+    for the image's Python unless `python_version` is given, with `manifest.json` and `dataset-metadata.json`.
+    `image=None` puts the course's wheel alone in it. Returns the metadata files written.
     """
-    from .wheelhouse import build_wheelhouse, project_source
+    from .wheelhouse import build_image_wheelhouse, build_wheelhouse, load_image, project_source
 
     folder = Path(folder)
     written = []
@@ -176,5 +233,11 @@ def write_course_bundles(folder: Path, notebooks: list[Path], owner: str = OWNER
         written.append(write_kernel_bundle(notebook, folder / slugify(title), meta))
     source = project_source()
     if source is not None:
-        build_wheelhouse(folder / "wheelhouse", source, metadata=dataset_metadata(owner, "freegpu wheelhouse"))
+        metadata = dataset_metadata(owner, "freegpu wheelhouse")
+        if image is None:
+            build_wheelhouse(folder / "wheelhouse", source, metadata=metadata)
+        else:
+            build_image_wheelhouse(folder / "wheelhouse", source, load_image(source / "platforms" / "images.toml",
+                                                                             image),
+                                   course_extras(notebooks), python_version=python_version, metadata=metadata)
     return written
