@@ -2,9 +2,10 @@
 
 `state_bytes` counts weights, gradients and optimizer state; `LiveActivations` counts the activations autograd
 saved that are still alive (a leak keeps them); `PeakBytes` follows the tensors a block creates and keeps their peak
-phase by phase (the peak during backward decides an out-of-memory error); `cap_address_space` makes a CPU process
-run out of memory for real, at a budget; `cuda_peak_bytes` is the GPU's own peak counter; `bert_parameters`,
-`zero_per_gpu_bytes` and `zero_max_parameters` are the arithmetic for models and setups that do not run here.
+phase by phase (the peak during backward decides an out-of-memory error); `address_space_cap_supported` says
+whether a capped CPU process runs out of memory for real here (step 4's script caps itself); `cuda_peak_bytes` is
+the GPU's own peak counter; `bert_parameters`, `zero_per_gpu_bytes` and `zero_max_parameters` are the arithmetic
+for models and setups that do not run here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable
 from .measure import PackHooks
 
 __all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "PeakBytes", "address_space_cap_supported",
-           "cap_address_space", "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes", "zero_max_parameters"]
+           "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes", "zero_max_parameters"]
 
 MiB = 1024**2
 
@@ -138,27 +139,12 @@ class PeakBytes:
 
 
 def address_space_cap_supported(platform: str | None = None) -> tuple[bool, str]:
-    """Whether `cap_address_space` can make allocations fail here, and why (Linux enforces RLIMIT_AS; macOS,
-    Windows do not)."""
+    """Whether capping a process's address space (RLIMIT_AS) makes its allocations fail here, and why (Linux
+    enforces it; macOS and Windows do not). Notebook 03's `find_batch_size.py` sets the cap."""
     platform = platform or sys.platform
     if platform.startswith("linux"):
         return True, "Linux enforces RLIMIT_AS: allocations beyond the cap fail"
     return False, f"{platform} does not enforce RLIMIT_AS (Linux only: Colab, Kaggle, most servers)"
-
-
-def cap_address_space(budget_bytes: int) -> int:
-    """Cap this process's address space at what it maps now plus `budget_bytes`; return the cap in bytes.
-
-    Past the cap, torch's CPU allocator fails with its real out-of-memory error. Call `torch.set_num_threads(1)`
-    and run one op first: OpenMP threads started later need address space for their stacks.
-    """
-    import resource
-
-    import psutil
-
-    cap = psutil.Process().memory_info().vms + budget_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (cap, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    return cap
 
 
 def cuda_peak_bytes(fn: Callable[[], object]) -> int | None:
