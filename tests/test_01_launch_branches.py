@@ -188,18 +188,57 @@ def test_captured_native_stderr_keeps_the_profiler_log_out_of_the_output(capfd):
     assert capfd.readouterr().err == "after\n"  # and file descriptor 2 is back
 
 
-def test_notebook_01_evaluation_is_the_package_one():
-    """The launch script imports `evaluate_accelerate` from the package: it must be the one notebook 01 teaches."""
-    import inspect
-
+def _notebook_01():
     import nbformat
     from conftest import NOTEBOOK_DIR
 
-    from freegpu import train
+    return nbformat.read(NOTEBOOK_DIR / "01_mnist_migration.ipynb", as_version=4)
 
-    nb = nbformat.read(NOTEBOOK_DIR / "01_mnist_migration.ipynb", as_version=4)
-    taught = next(c.source for c in nb.cells if c.source.startswith("def evaluate_accelerate("))
-    assert taught.strip() == inspect.getsource(train.evaluate_accelerate).strip()
+
+def _script_01() -> str:
+    """The text of notebook 01's `%%writefile` script, train_mnist.py."""
+    cell = next(c.source for c in _notebook_01().cells if c.source.startswith("%%writefile"))
+    return cell.split("\n", 1)[1]
+
+
+def test_notebook_01_script_holds_the_taught_loops():
+    """The script carries its own copies of the loops; they must be the very lines notebook 01 teaches."""
+    nb, script = _notebook_01(), _script_01()
+    for name in ("train_accelerate", "evaluate_accelerate"):
+        taught = next(c.source for c in nb.cells if c.source.startswith(f"def {name}("))
+        assert f"\n{taught.strip()}\n" in script, name
+    assert "freegpu" not in script
+
+
+# Run a script with these modules unimportable: only torch and accelerate (and their own dependencies) remain.
+HIDDEN = ("freegpu", "sklearn", "datasets", "transformers")
+HIDE = f"import sys; sys.modules.update(dict.fromkeys({HIDDEN!r}))"
+WITHOUT = f"{HIDE}; import runpy; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+
+
+def test_notebook_01_script_runs_without_the_course_package(tmp_path):
+    """train_mnist.py is copyable: it trains, reports and saves where freegpu cannot be imported."""
+    import subprocess
+    import sys
+
+    import torch
+
+    from freegpu.data import load_mnist
+
+    data = load_mnist("smoke", 42)
+    torch.save({"train": data.train.tensors, "eval": data.eval.tensors}, tmp_path / "digits.pt")
+    (tmp_path / "train_mnist.py").write_text(_script_01())
+    hidden = subprocess.run([sys.executable, "-c", f"{HIDE}; import freegpu"], capture_output=True, text=True)
+    assert "ModuleNotFoundError" in hidden.stderr  # the prelude does hide the course package
+    done = subprocess.run([sys.executable, "-c", WITHOUT, "train_mnist.py", "--cpu", "--data_file", "digits.pt",
+                           "--num_epochs", "2", "--report_dir", ".", "--save_dir", "model"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "rank_0.json").read_text())
+    assert report["num_processes"] == 1 and report["distributed_type"] == "NO"
+    assert report["gather_for_metrics"] == report["gather"] == len(data.eval) and report["accuracy"] > 0.8
+    assert report["steps"] == 2 * -(-len(data.train) // 64)  # two epochs of batches of 64
+    assert (tmp_path / "model" / "model.safetensors").is_file()
 
 
 # Sentences that stated how a measurement came out before the run did; they must come from the run's numbers.

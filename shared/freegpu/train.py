@@ -1,7 +1,8 @@
-"""The Accelerate training and evaluation loops taught in notebook 01, for its launch script and later notebooks.
+"""The Accelerate training loop taught in notebook 01, for the notebooks after it (04 trains with it on XLA).
 
-Importing this module imports torch. The tests check that each function is, character for character, the one
-notebook 01 writes out (`train_accelerate` is diffed there against the plain PyTorch loop).
+Importing this module imports torch. A test checks that it is, character for character, the one notebook 01
+writes out (and diffs there against the plain PyTorch loop). Notebook 01's launch script holds its own copy,
+so that it runs without this package.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-__all__ = ["train_accelerate", "evaluate_accelerate"]
+__all__ = ["train_accelerate"]
 
 
 def train_accelerate(accelerator, model, train_dataset, num_epochs, batch_size, learning_rate,
@@ -32,16 +33,3 @@ def train_accelerate(accelerator, model, train_dataset, num_epochs, batch_size, 
             losses.append(loss.item())
     return losses
 
-
-def evaluate_accelerate(accelerator, model, eval_dataset, batch_size):
-    eval_dataloader = accelerator.prepare(DataLoader(eval_dataset, batch_size=batch_size))
-    correct, counted, gathered = 0, 0, 0
-    model.eval()
-    for inputs, targets in eval_dataloader:
-        with torch.no_grad():
-            predictions = model(inputs).argmax(-1)
-        gathered += len(accelerator.gather(targets))  # pads the last batches with repeated samples
-        predictions, targets = accelerator.gather_for_metrics((predictions, targets))  # drops them
-        correct += (predictions == targets).sum().item()
-        counted += len(targets)
-    return correct / counted, counted, gathered
