@@ -355,6 +355,8 @@ def test_03_gradient_checkpointing_enable_warns_in_the_transformers_the_notebook
     said = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
     assert any("gradient_checkpointing_enable" in m and "v6" in m and "activation_checkpointing_enable" in m
                for m in said), said
+    prose = " ".join(_notebook_markdown().split())
+    assert any(" ".join(m.split()) in prose for m in said)  # the notebook quotes the warning word for word
 
 
 # freegpu.memory against oracles
