@@ -39,9 +39,10 @@ $(XLA_STAMP): pyproject.toml constraints.txt
 	$(XLA_VENV)/bin/python -m pip install --quiet -c $(XLA_VENV)/constraints.txt $(XLA_PINS) -e '.[dev,hub,nlp,smoke-bert]'
 	touch $(XLA_STAMP)
 
-# Notebook 04's TPU half and notebook 05's fine-tuning steps, executed for real by XLA's CPU backend.
+# Notebook 04's TPU half, notebook 05's fine-tuning steps and the TPU starter, run for real by XLA's CPU backend.
 test-xla: $(XLA_STAMP)
-	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py tests/test_xla_lane_05.py
+	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py tests/test_xla_lane_05.py \
+	  tests/test_starters.py::test_kaggle_tpu_v5e8_on_xla
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks

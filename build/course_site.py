@@ -10,8 +10,9 @@ stages  <out>/site-src/: the front page, one page per notebook in course order, 
 writes  <out>/site/ with `sphinx-build -W` (a broken link, missing image or unknown page fails the build).
 
 A notebook's page is its XLA-lane execution where one exists (notebook 04), with the main-environment run kept
-as a second page. A link to a notebook number that this build has no page for (a planned notebook) becomes plain
-text; any other unresolved link fails. Launch links come from build/sync_notebooks.py, like the badges.
+as a second page; the starters (executed into <out>/starters/) get pages under "Starters". A link to a notebook
+number that this build has no page for (a planned notebook) becomes plain text; any other unresolved link fails.
+Launch links come from build/sync_notebooks.py, like the badges.
 """
 
 from __future__ import annotations
@@ -316,14 +317,20 @@ def readme_table(readme: str, pages: dict[str, Page]) -> str:
     return re.sub(r"\[([^\]]+)\]\(notebooks/([\w.-]+)\.ipynb\)", link, "\n".join(table))
 
 
+def is_starter(run: dict) -> bool:
+    """A run of starters/ (run_course.py `execute_starters` writes them under <out>/starters/)."""
+    return (run.get("executed") or "").startswith("starters/")
+
+
 def collect_pages(out_root: Path, summary: dict) -> tuple[dict[str, Page], list[Page]]:
     """Each notebook's page (its XLA-lane run where there is one), and the main-environment runs kept beside them."""
     by_name: dict[str, dict[str, Page]] = {}
     for run in summary["notebooks"]:
         run.setdefault("lane", "main")
         executed = out_root / (run.get("executed") or f"executed/{run['name']}.ipynb")
+        folder = "starters" if is_starter(run) else "notebooks"
         if executed.exists():
-            by_name.setdefault(run["name"], {})[run["lane"]] = Page(run["name"], f"notebooks/{run['name']}", run,
+            by_name.setdefault(run["name"], {})[run["lane"]] = Page(run["name"], f"{folder}/{run['name']}", run,
                                                                      executed)
     pages, extra = {}, []
     for name, lanes in by_name.items():
@@ -348,6 +355,9 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
     titles, launch = {}, {}
     for page in [*pages.values(), *extra]:
         links = sync.launch_links(page.name, settings)
+        if is_starter(page.run):  # the badges' URLs, in the repository's starters/ folder
+            links = {k: v.replace(f"/blob/{settings['branch']}/notebooks/", f"/blob/{settings['branch']}/starters/")
+                     for k, v in links.items()}
         launch[page.docname] = links
         other = next((p for p in [*pages.values(), *extra] if p.name == page.name and p is not page), None)
         results = _results(out_root, page.run)
@@ -356,8 +366,12 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
         titles.setdefault(page.name, title)
     (src / "measurements.md").write_text(measurements_page(out_root, summary, titles, src))
     readme = (repo_root / "README.md").read_text() if (repo_root / "README.md").exists() else ""
+    starters = sorted(name for name, page in pages.items() if is_starter(page.run))
     toctree = ["```{toctree}", ":caption: Notebooks", ":hidden:", "",
-               *(pages[name].docname for name in sorted(pages)), "measurements", "```"]
+               *(pages[name].docname for name in sorted(pages) if name not in starters), "measurements", "```"]
+    if starters:
+        toctree += ["", "```{toctree}", ":caption: Starters", ":hidden:", "", *(pages[n].docname for n in starters),
+                    "```"]
     guides = sorted(p.stem for p in DOCS.glob("*.md") if p.stem != "index")  # troubleshooting, glossary, ...
     if guides:
         toctree += ["", "```{toctree}", ":caption: Reference", ":hidden:", "", *guides, "```"]

@@ -6,6 +6,7 @@ build/out/:
     executed/<name>.ipynb    the notebooks with their outputs
     results/<name>/          each notebook's output_dir (results.json, plots, checkpoints...)
     xla/                     the XLA lane (notebook 04 executed again in .venv-xla): executed/, results/
+    starters/                the starters (starters/*.ipynb), executed where `freegpu` cannot be imported
     summary.json             {"built_at", "machine", "notebooks": [{"name", "lane", "status", "wall_s", "budget_s",
                              "peak_rss_mb", "results", "executed", "error"}], "site": {"build_s"}}
     site/                    the course site, built by build/course_site.py from the above (never re-executed)
@@ -19,6 +20,7 @@ The tests use `execute` from here too, so the course and the tests run notebooks
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib.util
 import json
@@ -26,6 +28,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -33,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+STARTERS = ROOT / "starters"
 OUT = ROOT / "build" / "out"
 CELL_TIMEOUT_S = 900
 # Wall-time budgets of the smoke profile on a 2-core machine, by notebook number: benchmarks recorded in
@@ -116,6 +120,41 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> N
                        load_1m=round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None)
 
 
+@contextlib.contextmanager
+def rehearsal_env(blocked: str = "freegpu"):
+    """The environment the starters run in, as a learner's activated one: this Python's scripts (`accelerate`) on
+    PATH. Kernels started inside cannot import `blocked` (a package of that name, first on PYTHONPATH, raises
+    ImportError), see no KAGGLE* variables (notebook_launcher would take this machine for Kaggle) and get
+    PJRT_DEVICE=CPU where it is unset (torch_xla then compiles for the CPU)."""
+    saved = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="no-" + blocked + "-") as folder:
+        (Path(folder) / blocked).mkdir()
+        (Path(folder) / blocked / "__init__.py").write_text(
+            f"raise ImportError('{blocked} is blocked here: a starter runs with torch and Accelerate alone')\n")
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, os.environ.get("PYTHONPATH")]))
+        os.environ["PATH"] = os.pathsep.join(filter(None, [os.path.dirname(sys.executable), os.environ.get("PATH")]))
+        os.environ.setdefault("PJRT_DEVICE", "CPU")
+        for key in [k for k in os.environ if k.startswith("KAGGLE")]:
+            del os.environ[key]
+        try:
+            yield Path(folder)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def execute_starters(starters: list[Path], out_root: Path) -> list[NotebookRun]:
+    """Execute each starter in `rehearsal_env` into `out_root/starters/`; record paths relative to `out_root`."""
+    runs = []
+    with rehearsal_env():
+        for starter in starters:
+            print(f"running starter {starter.name} ...", flush=True)
+            run = execute(starter, out_root / "starters")
+            run.results, run.executed = (f"starters/{p}" if p else None for p in (run.results, run.executed))
+            runs.append(run)
+    return runs
+
+
 def run_xla_lane(python: Path, notebooks: list[Path], out_root: Path, parameters: dict) -> list[NotebookRun]:
     """Execute `notebooks` with another environment's Python (.venv-xla), PJRT_DEVICE=CPU; return their records.
 
@@ -195,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a parameter for every notebook, e.g. -p profile smoke (numbers are numbers)")
     parser.add_argument("--xla-python", type=Path, help="also run the XLA lane's notebooks with this Python")
+    parser.add_argument("--starters", type=Path, help=f"execute the starters in this folder too (default: {STARTERS} "
+                        "with the course's own notebooks, none with --notebooks)")
     parser.add_argument("--no-site", action="store_true", help="execute and summarise only")
     parser.add_argument("--lane", default="main", help=argparse.SUPPRESS)  # set by run_xla_lane in its child
     args = parser.parse_args(argv)
@@ -207,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.lane != "main":  # the budgets are the main environment's
             run.lane, run.budget_s = args.lane, None
         runs.append(run)
+    starters_dir = args.starters or (STARTERS if args.notebooks == NOTEBOOKS and args.lane == "main" else None)
+    if starters_dir:
+        runs += execute_starters([s for s in sorted(starters_dir.glob("*.ipynb"))
+                                  if not args.names or any(s.stem.startswith(n) for n in args.names)], args.out)
     if args.xla_python:
         runs += run_xla_lane(args.xla_python, [nb for nb in notebooks if nb.stem in XLA_LANE], args.out,
                              dict(args.parameter))
