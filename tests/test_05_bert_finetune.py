@@ -49,6 +49,13 @@ def test_05_bert_finetune(executed, course_out):
     assert results["eval_count"] == results["eval_gathered"] == results["eval_size"]  # one process: no repeats
     assert results["reloaded_accuracy"] == results["accuracy_after"]
     assert results["predictions_demo"] == DEMO
+    # Step 4: AdamW's default implementation against fused=True, stepped alternately on a copy of the weights.
+    # On a CPU the default loops over the weight tensors; the fused kernel updates them all at once.
+    steps, trials = results["optimizer_step_ms"], results["parameters"]["timing_trials"]
+    assert set(steps) == {"default", "fused=True"} and results["optimizer_fused"] is True
+    for spread in steps.values():
+        assert spread["n"] == trials and 0 < spread["min"] <= spread["median"] <= spread["max"]
+    assert results["fused_speedup"] == steps["default"]["median"] / steps["fused=True"]["median"] > 1
     # Training: 3 epochs of 10 batches, loss down, throughput measured per window of 5 steps after the first.
     assert results["train_steps"] == results["optimizer_steps"] == 30
     assert results["last_epoch_loss"] < results["first_loss"]
@@ -89,6 +96,36 @@ def test_05_loop_and_evaluation_are_the_package_ones():
         assert taught.strip() == inspect.getsource(function).strip()
     loop = inspect.getsource(finetune.train_classifier)
     assert "loss.detach()" in loop and ".item()" not in loop  # no device-to-host wait per step (notebook 04)
+    # The loop is trained with the fused AdamW that step 4 measured (and build/bench_trainer.py benchmarks).
+    optimizer = "optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate_used, fused=fused)"
+    assert sum(optimizer in src.splitlines() for src in cells) == 1
+    assert any(src.startswith('fused = accelerator.device.type != "xla"') for src in cells)
+
+
+def test_05_optimizer_step_ms_leaves_the_model_alone():
+    """The timing steps copies of the weights: the model's own weights and gradients stay as they were."""
+    import torch
+
+    from freegpu.finetune import optimizer_step_ms
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    before = [p.detach().clone() for p in model.parameters()]
+    made = []
+
+    def make(**kwargs):
+        def build(params):
+            made.append(params)
+            return torch.optim.AdamW(params, lr=0.1, **kwargs)
+        return build
+
+    timed = optimizer_step_ms(model, {"default": make(), "fused=True": make(fused=True)}, repeats=3)
+    assert list(timed) == ["default", "fused=True"]
+    for spread in timed.values():
+        assert spread["n"] == 3 and 0 < spread["min"] <= spread["median"] <= spread["max"]
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())
+    assert made[0] is made[1] and len(made[0]) == 4  # both stepped one shared copy of the 4 weight tensors
+    assert not any(torch.equal(a, b) for a, b in zip(before, made[0], strict=True))  # and it did step
 
 
 def test_05_full_profile_offline_fails_fast(tmp_path):

@@ -3,12 +3,14 @@
 Importing this module imports torch and Accelerate. `tests/test_05_bert_finetune.py` checks that
 `train_classifier` and `evaluate_classifier` are, character for character, the ones notebook 05 writes out.
 `JsonlTracker` gives `accelerator.log` somewhere to write where TensorBoard is not installed.
+`optimizer_step_ms` times one `step()` of several optimizers on a copy of a model's weights (05's step 4).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -16,7 +18,9 @@ from accelerate.tracking import GeneralTracker
 from accelerate.utils import is_tensorboard_available, tqdm
 from sklearn.metrics import accuracy_score, f1_score
 
-__all__ = ["pick_trackers", "train_classifier", "evaluate_classifier"]
+from .measure import interleaved_timings, spread
+
+__all__ = ["pick_trackers", "optimizer_step_ms", "train_classifier", "evaluate_classifier"]
 
 
 class JsonlTracker(GeneralTracker):
@@ -52,6 +56,27 @@ def pick_trackers(project_dir: str | Path, run_name: str) -> tuple[list, str]:
         trackers.append("tensorboard")
         return trackers, f"TensorBoard (installed) and {trackers[0].path.name}"
     return trackers, f"{trackers[0].path.name} only: TensorBoard is not installed here (pip install tensorboard)"
+
+
+def optimizer_step_ms(model: torch.nn.Module, optimizers: dict[str, Callable], repeats: int = 3) -> dict:
+    """Milliseconds per `step()` of each optimizer (`{name: make(params)}`), alternated, the first step dropped.
+
+    They step one shared copy of `model`'s trainable weights with small random gradients, so the model itself is
+    untouched. Each step ends with a read of one updated value, which waits for the device (CUDA runs ahead).
+    Returns `{name: {"median", "min", "max", "n"}}` in milliseconds (notebook 05, step 4).
+    """
+    params = [p.detach().clone().requires_grad_(True) for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    last = params[-1]
+
+    def stepper(optimizer):
+        return lambda: (optimizer.step(), last.view(-1)[0].item())
+
+    steps = {name: stepper(make(params)) for name, make in optimizers.items()}
+    timings = interleaved_timings(steps, repeats=repeats)
+    return {name: {k: v if k == "n" else v * 1e3 for k, v in spread(seconds).items()}
+            for name, seconds in timings.items()}
 
 
 def train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, num_epochs,
