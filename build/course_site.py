@@ -121,8 +121,9 @@ def unlink_missing(text: str, numbers: set[str]) -> str:
 def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
     run = page.run
     lines = [f"Executed by this build: **{run['status']}**, {_wall(run)}, peak memory {_memory(run)}"]
-    if results:
-        lines[0] += f", profile `{results.get('profile')}`, device `{results.get('device')}`"
+    if results:  # a starter's results have a device and no profile
+        lines[0] += "".join(f", {key} `{results[key]}`" for key in ("profile", "device")
+                            if results.get(key) is not None)
     lines[0] += f". See {{ref}}`what this build measured <measured-{page.name}>`."
     if run.get("lane") == "xla":
         versions = measured((results or {}).get("versions")) or {}

@@ -171,6 +171,9 @@ def test_the_site_shows_the_starters(starter, tmp_path):
         assert f'href="starters/{name}.html"' in index
         assert f"/blob/{settings['branch']}/starters/{name}.ipynb" in page  # Open in Colab / Kaggle
         assert "On the real device" in text_of(page)
+        note = " ".join(text_of(page).split()).split("Executed by this build")[1].split("See what this build")[0]
+        # A starter records no profile; the T4 x2 one writes two reports, not a results.json.
+        assert "None" not in note and ("device cpu" in note) is (name != "kaggle_t4x2"), note
     measured = text_of((site / "measurements.html").read_text())
     titles = [nbformat.read(STARTERS / f"{name}.ipynb", as_version=4).cells[0].source.splitlines()[0][2:]
               for name in NAMES]
