@@ -108,8 +108,9 @@ def lane_python(name: str) -> Path:
 def build_venv(name: str, dest: Path | None = None) -> dict:
     """Create the lane's venv: the image's pip, then its packages at its versions, torch the lane's CPU build.
 
-    No freegpu. `--no-compile` leaves byte-compiling to first import (most of torch is never imported). Writes
-    `.installed` (what was installed) last; returns it.
+    No freegpu. `--no-compile`: the lane's kernels byte-compile what they import, once (they run without
+    PYTHONDONTWRITEBYTECODE, as on the images), instead of pip compiling all of torch. Writes `.installed` (what
+    was installed) last; returns it.
     """
     image, torch = load(name)
     dest = Path(dest or venv_dir(name))
@@ -198,7 +199,8 @@ def write_kernelspec(jupyter_dir: Path, python: Path, env: dict[str, str], *, un
     inherit (`env -u`)."""
     folder = Path(jupyter_dir) / "kernels" / "python3"
     folder.mkdir(parents=True, exist_ok=True)
-    prefix = ["env", *(a for name in unset for a in ("-u", name))] if unset else []
+    unset = ("PYTHONDONTWRITEBYTECODE", *unset)  # the images cache bytecode; the venv was installed --no-compile
+    prefix = ["env", *(a for name in unset for a in ("-u", name))]
     spec = {"argv": [*prefix, str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}", *extra_args],
             "display_name": "image lane", "language": "python",
             "env": {"PYDEVD_DISABLE_FILE_VALIDATION": "1", **env}}  # debugpy's frozen-modules warning, once a run
@@ -222,7 +224,7 @@ def restore(python: Path, before: dict[str, str], after: dict[str, str]) -> None
     if added:
         _run([*pip, "uninstall", "--yes", "--quiet", *added])
     if changed:
-        _run([*pip, "install", "--quiet", "--no-compile", "--no-deps", *(f"{p}=={before[p]}" for p in changed)])
+        _run([*pip, "install", "--quiet", "--no-deps", *(f"{p}=={before[p]}" for p in changed)])
 
 
 @dataclass

@@ -30,9 +30,10 @@ IN_LANES = os.environ.get("FREEGPU_IMAGE_LANES") == "1"
 lanes_only = pytest.mark.skipif(not IN_LANES, reason="an image lane (a venv per image, minutes to build); "
                                 "`make test-images` runs it")
 IMAGES = ROOT / "platforms" / "images.toml"
-# What each lane executes: every notebook on the Colab image; on Kaggle's, the two the issue names (05, the one with
-# every extra, and 01), each from its internet-off bundle.
-COLAB_NOTEBOOKS = ["00", "01", "02", "03", "04", "05", "06"]
+# What each lane executes in `make test`: 01 (the model notebook, the hub extra, a multi-process launch) and 05
+# (every extra); on Kaggle each from its internet-off bundle. All seven pass on the Colab image too, but take
+# several minutes more on 2 cores (README): `python build/image_lane.py run colab-gpu` runs them.
+COLAB_NOTEBOOKS = ["01", "05"]
 KAGGLE_NOTEBOOKS = ["01", "05"]
 
 
@@ -283,7 +284,7 @@ def _check_lane(lane: dict, expected: list[str]) -> dict[str, tuple[dict, dict]]
         versions = results["versions"]
         assert versions["torch"] == lane["torch"]
         assert Version(versions["accelerate"]) >= Version("1.16")  # the setup cell raised it to the course's floor
-        for pkg in ("transformers", "datasets", "numpy", "scikit-learn"):  # the image's own, untouched
+        for pkg in ("transformers", "datasets", "numpy"):  # the image's own, untouched
             assert versions[pkg] == image.packages[pkg], (run["name"], pkg)
         # What the setup cell changed in the venv: freegpu (non-editable, this version) and what the image lacked.
         extras = tuple(project()["tool"]["freegpu"]["notebook-extras"][run["name"]])
@@ -320,8 +321,9 @@ def test_kaggle_lane_installs_from_the_wheelhouse_without_an_index(kaggle_lane):
     assert sorted(f["file"] for f in manifest["files"]) == sorted(p.name for p in house.glob("*.whl"))
     assert not any(f["name"] == "torch" for f in manifest["files"])
     for run, results in checked.values():
-        url = run["freegpu_direct_url"]  # the wheel of the wheelhouse, not a git checkout
-        assert url["url"] == (house / manifest["files"][0]["file"]).as_uri() and "vcs_info" not in url
+        # Found in a --find-links folder (pip had no index and no other folder): no direct_url.json (PEP 610 writes
+        # one for a URL, a git checkout or an editable install only).
+        assert run["freegpu_direct_url"] is None
         # Without /kaggle on this machine the platform is not Kaggle's; the bundle's setup cell ran all the same.
         assert results["platform"] == "headless"
         added = {f["name"] for f in manifest["files"]}
