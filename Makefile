@@ -14,7 +14,14 @@ XLA_VENV := .venv-xla
 XLA_PINS := torch==2.9.0 torch_xla==2.9.0
 XLA_STAMP := $(XLA_VENV)/.installed
 
-.PHONY: course test test-main test-xla lab sync pins clean
+# The platform image lanes: a venv per image of platforms/images.toml (its versions, torch the CPU build above
+# instead of the image's, no freegpu), built on first use; the notebooks then install the course there as their
+# setup cell does on Colab, and as an internet-off Kaggle bundle's does from the wheelhouse (build/image_lane.py).
+IMAGE_VENVS := .venv-images
+IMAGE_LANES := colab-gpu kaggle-gpu
+IMAGE_STAMPS := $(IMAGE_LANES:%=$(IMAGE_VENVS)/%/.installed)
+
+.PHONY: course test test-main test-xla test-images lab sync pins clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -26,7 +33,7 @@ $(STAMP): pyproject.toml constraints.txt
 course: $(STAMP) $(if $(NO_XLA),,$(XLA_STAMP))
 	$(BIN)/python build/run_course.py $(if $(NO_XLA),,--xla-python $(XLA_VENV)/bin/python)
 
-test: test-main test-xla
+test: test-main test-xla test-images
 
 test-main: $(STAMP)
 	$(BIN)/ruff check .
@@ -49,6 +56,13 @@ test-xla: $(XLA_STAMP)
 .PHONY: bench
 bench: $(STAMP)
 	$(OFFLINE) $(BIN)/python build/bench_trainer.py
+
+$(IMAGE_VENVS)/%/.installed: platforms/images.toml | $(STAMP)
+	$(BIN)/python build/image_lane.py venv $*
+
+# 01 and 05 per image: on Colab's installed from the tag of a local mirror, on Kaggle's from the wheelhouse offline.
+test-images: $(STAMP) $(IMAGE_STAMPS)
+	$(OFFLINE) FREEGPU_IMAGE_LANES=1 $(BIN)/python -m pytest tests/test_image_lanes.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
