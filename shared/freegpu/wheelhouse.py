@@ -341,7 +341,7 @@ def build_image_wheelhouse(folder: Path, project: Path, image: ImageVersions, ex
     if metadata is not None:
         listing = ", ".join(f"{e.name} {e.version}" for e in files)
         metadata = {**metadata, "description": (
-            f"Installs {spec} without internet into the {image.title} (Python {foreign or here}): "
+            f"Installs {spec} without internet into the {image.title}, Python {foreign or here}: "
             f"`{manifest['install']}`. {len(files)} wheels, {total / 1e6:.1f} MB: {listing}. Built from the "
             f"image's versions read at {image.source} ({image.commit_date}).")}
         (folder / "dataset-metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
