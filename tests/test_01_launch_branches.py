@@ -103,17 +103,17 @@ def test_python_overhead_names_the_extra_functions():
     assert found[0]["profiled_extra_us_per_step"] == pytest.approx(found[0]["us_per_step"])
 
 
-def _fake_timed(extras_us, now=None):
+def _fake_timed(extras_us, now=None, base_us=10.0):
     """A (plain, prepared) pair and a clock that only the calls move (`now`, shared between pairs): plain takes
-    10 µs, prepared 10 µs plus the next of `extras_us` (the warm-up call first, then each trial's calls)."""
+    `base_us`, prepared that plus the next of `extras_us` (the warm-up call first, then each trial's calls)."""
     now = [0.0] if now is None else now
     extras = iter(extras_us)
 
     def plain():
-        now[0] += 10e-6
+        now[0] += base_us * 1e-6
 
     def prepared():
-        now[0] += 10e-6 + next(extras) * 1e-6
+        now[0] += (base_us + next(extras)) * 1e-6
 
     return (plain, prepared), lambda: now[0], now
 
@@ -141,6 +141,17 @@ def test_paired_overhead_says_when_the_spread_includes_zero():
     assert not cost["resolved"] and cost["min"] < 0 < cost["max"]
     line = describe("zero_grad", cost)
     assert line.startswith("zero_grad: not resolved on this machine") and "µs per step" not in line
+
+
+def test_paired_overhead_gives_a_slow_line_fewer_calls_within_its_budget():
+    from freegpu.overhead import paired_overhead
+
+    fast, clock, now = _fake_timed([0.0] + [1.0] * 10)
+    slow, _, _ = _fake_timed([0.0] + [1.0] * 10, now, base_us=1e6)  # a second a side, as with a huge batch
+    found = paired_overhead({"fast": fast, "slow": slow}, calls=10, trials=2, budget_s=8.0, clock=clock)
+    # Each line's share: 8 s / 2 lines / 2 trials = 2 s a trial; a slow pair takes 2 s: one call a trial.
+    assert found["lines"]["fast"]["calls"] == 10 and found["lines"]["slow"]["calls"] == 2
+    assert found["per_step"]["calls"] == 2 and found["lines"]["slow"]["median"] == pytest.approx(1.0)
 
 
 def test_paired_overhead_on_real_time_finds_a_busy_wait():

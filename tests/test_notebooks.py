@@ -141,7 +141,7 @@ def test_01_mnist_migration(executed, course_out):
         assert cost["resolved"] == (cost["min"] > 0 or cost["max"] < 0)
         assert (f"{name}: not resolved on this machine" in printed) is not cost["resolved"]
     assert per_step["resolved"] and per_step["min"] > 0
-    assert results["overhead_verdict"].startswith("Accelerate's extra per step: +")
+    assert results["overhead_verdict"].startswith("Accelerate's extra: +")
     assert {"overhead_verdict", "overhead_share_of_plain_step"} <= set(results["headline"])
     # Its share of a plain step, from the step times recorded at three sizes.
     step_ms, share = results["plain_ms_per_step"], results["overhead_share_of_plain_step"]

@@ -18,9 +18,12 @@ from collections.abc import Callable, Iterator, Mapping
 __all__ = ["paired_overhead", "describe", "endless", "one_side", "one_thread"]
 
 
-def _paired(pair: tuple[Callable[[], object], Callable[[], object]], calls: int, clock) -> tuple[float, float]:
-    """Median over `calls` of (prepared - plain) seconds, and plain's median; which side goes first alternates."""
-    differences, plain_seconds = [], []
+def _paired(pair: tuple[Callable[[], object], Callable[[], object]], calls: int,
+            clock) -> tuple[float, float, float]:
+    """Medians over `calls` of (prepared - plain) seconds, of plain's seconds and of both sides' seconds together.
+
+    Which side goes first alternates from call to call."""
+    differences, plain_seconds, both = [], [], []
     for i in range(calls):
         seconds = [0.0, 0.0]
         for side in (0, 1) if i % 2 == 0 else (1, 0):
@@ -29,7 +32,8 @@ def _paired(pair: tuple[Callable[[], object], Callable[[], object]], calls: int,
             seconds[side] = clock() - start
         differences.append(seconds[1] - seconds[0])
         plain_seconds.append(seconds[0])
-    return statistics.median(differences), statistics.median(plain_seconds)
+        both.append(seconds[0] + seconds[1])
+    return statistics.median(differences), statistics.median(plain_seconds), statistics.median(both)
 
 
 def _spread(values: list[float], calls: int) -> dict:
@@ -39,7 +43,7 @@ def _spread(values: list[float], calls: int) -> dict:
 
 
 def paired_overhead(pairs: Mapping[str, tuple[Callable[[], object], Callable[[], object]]], calls: int = 2000,
-                    trials: int = 5, warmup: float = 0.1,
+                    trials: int = 5, warmup: float = 0.1, budget_s: float | None = None,
                     clock: Callable[[], float] = time.perf_counter) -> dict[str, dict]:
     """The extra µs of each line of a step in `pairs`, and of the whole step, with their spread over trials.
 
@@ -49,22 +53,28 @@ def paired_overhead(pairs: Mapping[str, tuple[Callable[[], object], Callable[[],
     call, so both see the same machine load. A trial's value is the median of its paired differences; `median`,
     `min` and `max` are over the trials, `resolved` says whether that spread excludes zero, `calls` counts the
     calls of each side. Returns `{"lines": {name: {..., "plain_us"}}, "per_step": {...}}`, where each trial of
-    `per_step` adds up that trial's lines. Introduced in notebook 01.
+    `per_step` adds up that trial's lines. With `budget_s`, a line whose warm-up calls show that it would take
+    more than its equal share of `budget_s` gets fewer calls (a big batch makes every call slow); `calls` says
+    how many ran. Introduced in notebook 01.
     """
     per_trial = max(1, math.ceil(calls / trials))
-    for pair in pairs.values():  # first calls: lazy imports, caches, allocations
-        _paired(pair, max(1, round(warmup * per_trial)), clock)
+    planned = {}
+    for name, pair in pairs.items():  # first calls: lazy imports, caches, allocations; and what a call costs
+        *_, pair_s = _paired(pair, max(1, round(warmup * per_trial)), clock)
+        affordable = per_trial if budget_s is None else budget_s / len(pairs) / trials / max(pair_s, 1e-9)
+        planned[name] = max(1, min(per_trial, math.floor(affordable)))
     extra: dict[str, list[float]] = {name: [] for name in pairs}
     plain_us: dict[str, list[float]] = {name: [] for name in pairs}
     for _ in range(trials):
         for name, pair in pairs.items():
-            difference, base = _paired(pair, per_trial, clock)
+            difference, base, _ = _paired(pair, planned[name], clock)
             extra[name].append(1e6 * difference)
             plain_us[name].append(1e6 * base)
-    counted = per_trial * trials
-    lines = {name: {**_spread(extra[name], counted), "plain_us": statistics.median(plain_us[name])} for name in pairs}
+    counted = {name: planned[name] * trials for name in pairs}
+    lines = {name: {**_spread(extra[name], counted[name]), "plain_us": statistics.median(plain_us[name])}
+             for name in pairs}
     totals = [sum(values[trial] for values in extra.values()) for trial in range(trials)]
-    return {"lines": lines, "per_step": _spread(totals, counted)}
+    return {"lines": lines, "per_step": _spread(totals, min(counted.values()))}
 
 
 def describe(name: str, cost: dict) -> str:
