@@ -18,8 +18,8 @@ from typing import Any
 
 from .platform import kaggle_dataset_dir
 
-__all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "setup_requirement", "course_extras",
-           "offline_setup_source", "write_kernel_bundle", "dataset_metadata", "kaggle_commands",
+__all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "course_extras",
+           "write_kernel_bundle", "dataset_metadata", "kaggle_commands",
            "write_course_bundles"]
 
 # What to ask `machine_shape` for. Without it, `enable_gpu: true` alone has meant a P100 (kaggle-cli issue #821),
@@ -141,6 +141,9 @@ def course_extras(notebooks: list[Path]) -> tuple[str, ...]:
     """Every extra that the setup cells of `notebooks` install, in order of first use: what a wheelhouse serves."""
     extras: list[str] = []
     for notebook in notebooks:
+        cells = json.loads(Path(notebook).read_text()).get("cells", [])
+        if not any("".join(c["source"]).startswith(_SETUP_MARK) for c in cells):
+            continue  # not a course notebook (no generated setup cell): it installs nothing
         spec = setup_requirement(notebook)[0]
         extras += [e for e in spec.partition("[")[2].rstrip("]").split(",") if e and e not in extras]
     return tuple(extras)
@@ -151,7 +154,7 @@ def offline_setup_source(wheelhouse: str, requirement: str = "freegpu", needs: t
     """A setup cell for a kernel without internet: install `requirement` from the attached wheelhouse dataset.
 
     As the notebook's own setup cell does, it installs when any module of `needs` (freegpu and the modules of the
-    notebook's extras) is missing. The dataset is looked for where Kaggle mounts it (`/kaggle/input/<slug>`), or
+    notebook's extras) is missing. The dataset is looked for where Kaggle mounts it (`kaggle_dataset_dir`), or
     under `input_dir` (a rehearsal of Kaggle's input folder, see `platform.rehearsal_dirs`).
     """
     slug = wheelhouse.split("/")[1]
