@@ -33,7 +33,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 __all__ = ["project_source", "missing_requirements", "build_wheelhouse", "install_offline", "ImageVersions",
-           "load_image", "load_images", "target_environment", "build_image_wheelhouse", "WheelhouseError"]
+           "load_image", "build_image_wheelhouse", "WheelhouseError"]
 
 # Never put into a wheelhouse: the image has its own build of these (CUDA or TPU), and a wheel would be GBs.
 NEVER_DOWNLOAD = frozenset({"torch", "torch-xla", "libtpu"})
