@@ -14,7 +14,9 @@ rounds, the order reversed every other round, so that each pair of arms sees the
     python build/bench_trainer.py [--out build/out/bench/trainer_vs_course.json] [--trials 3]   # make bench
 
 It prints and writes each arm's samples/s (median, min, max), the ratio course/trainer of each round, and the
-same ratios for the ablation arms.
+same ratios for the ablation arms; the same again per CPU second of this process, which other programs sway less.
+On a machine shared with busy processes, torch's OpenMP threads spin at every parallel region, waiting for a
+thread that is not scheduled: there `OMP_WAIT_POLICY=PASSIVE` (recorded in the report) keeps the timings sane.
 """
 
 from __future__ import annotations
@@ -134,22 +136,23 @@ def run_arm(name: str, model, train, collate, counter, args) -> dict:
            "trainer_adamw_torch": lambda m: trainer_arm(m, train, collate, args, optim="adamw_torch")}[name]
     fresh = copy.deepcopy(model)
     counter.tokens = 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     loss = arm(fresh)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "samples_per_s": len(train) * args.epochs / seconds, "tokens": counter.tokens,
-            "mean_loss": loss}
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    samples = len(train) * args.epochs
+    return {"seconds": seconds, "cpu_seconds": cpu_seconds, "samples_per_s": samples / seconds,
+            "samples_per_cpu_s": samples / cpu_seconds, "tokens": counter.tokens, "mean_loss": loss}
 
 
-def ratios(runs: dict[str, list[dict]]) -> dict:
+def ratios(runs: dict[str, list[dict]], measure: str = "samples_per_s") -> dict:
     """Each ratio of `RATIOS` whose arms ran: per round (the two arms ran back to back), and of the medians."""
     from freegpu.measure import spread
 
     out = {}
     for key, (x, y) in RATIOS.items():
         if x in runs and y in runs:
-            per_round = [a["samples_per_s"] / b["samples_per_s"] for a, b in zip(runs[x], runs[y], strict=True)]
-            medians = [statistics.median(r["samples_per_s"] for r in runs[arm]) for arm in (x, y)]
+            per_round = [a[measure] / b[measure] for a, b in zip(runs[x], runs[y], strict=True)]
+            medians = [statistics.median(r[measure] for r in runs[arm]) for arm in (x, y)]
             out[key] = {**spread(per_round), "of_medians": medians[0] / medians[1]}
     return out
 
@@ -172,7 +175,8 @@ def bench(args: argparse.Namespace) -> dict:
                   f"samples/s", file=sys.stderr, flush=True)
             if trial:
                 runs[name].append(result)
-    arms = {name: {"samples_per_s": spread([r["samples_per_s"] for r in rs]), "runs": rs}
+    arms = {name: {"samples_per_s": spread([r["samples_per_s"] for r in rs]),
+                   "samples_per_cpu_s": spread([r["samples_per_cpu_s"] for r in rs]), "runs": rs}
             for name, rs in runs.items()}
     work = {k: v for k, v in vars(args).items() if k not in ("out", "arms", "trials", "threads")}
     return {"work": {**work, "train_examples": len(train), "device": "cuda" if torch.cuda.is_available() else "cpu",
@@ -181,6 +185,7 @@ def bench(args: argparse.Namespace) -> dict:
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "accelerate": _version("accelerate")},
             "trials": args.trials, "arms": arms, "ratios": ratios(runs),
+            "ratios_cpu": ratios(runs, "samples_per_cpu_s"),  # this process's CPU seconds: less swayed by others
             "load_1m": {"before": load_before, "after": os.getloadavg()[0]}}
 
 
@@ -191,15 +196,18 @@ def _version(name: str) -> str:
 
 
 def report(result: dict) -> str:
-    lines = [f"{result['work']['train_examples']} examples x {result['work']['epochs']} epochs, batch "
-             f"{result['work']['batch_size']}, {result['work']['threads']} threads on {result['work']['device']}, "
-             f"{result['trials']} interleaved rounds (samples/s: median [min-max])"]
+    work, load = result["work"], result["load_1m"]
+    lines = [f"{work['train_examples']} examples x {work['epochs']} epochs, batch {work['batch_size']}, "
+             f"{work['threads']} threads on {work['device']} ({work['cpus']} CPUs, load {load['before']:.1f} -> "
+             f"{load['after']:.1f}), {result['trials']} interleaved rounds (samples/s: median [min-max])"]
     for name, arm in result["arms"].items():
         s = arm["samples_per_s"]
         lines.append(f"  {name:22} {s['median']:7.1f} [{s['min']:.1f}-{s['max']:.1f}]")
     for key, r in result["ratios"].items():
+        cpu = result["ratios_cpu"][key]
         lines.append(f"  {key:42} {r['median']:.2f} [{r['min']:.2f}-{r['max']:.2f}] per round, "
-                     f"{r['of_medians']:.2f} of the medians")
+                     f"{r['of_medians']:.2f} of the medians (per CPU second: {cpu['median']:.2f} "
+                     f"[{cpu['min']:.2f}-{cpu['max']:.2f}])")
     return "\n".join(lines)
 
 

@@ -27,14 +27,16 @@ def test_bench_trainer_runs_and_writes_its_report(tmp_path):
     assert result["work"]["threads"] == 1 and result["work"]["device"] == "cpu"
     assert list(result["arms"]) == ["course", "trainer"]
     for arm in result["arms"].values():
-        s = arm["samples_per_s"]
-        assert s["n"] == 3 and 0 < s["min"] <= s["median"] <= s["max"]
+        for s in (arm["samples_per_s"], arm["samples_per_cpu_s"]):
+            assert s["n"] == 3 and 0 < s["min"] <= s["median"] <= s["max"]
         assert [r["samples_per_s"] for r in arm["runs"]] == pytest.approx([16 / r["seconds"] for r in arm["runs"]])
+        assert [r["samples_per_cpu_s"] for r in arm["runs"]] == pytest.approx([16 / r["cpu_seconds"]
+                                                                               for r in arm["runs"]])
         assert all(r["tokens"] > 0 and r["mean_loss"] > 0 for r in arm["runs"])
     # Same work: the same examples, padded per batch (shuffled differently, so token counts may differ a little).
     tokens = {name: arm["runs"][0]["tokens"] for name, arm in result["arms"].items()}
     assert max(tokens.values()) <= 1.5 * min(tokens.values())
-    assert list(result["ratios"]) == ["course/trainer"]  # only the ratios whose arms ran
+    assert list(result["ratios"]) == list(result["ratios_cpu"]) == ["course/trainer"]  # only arms that ran
     ratio = result["ratios"]["course/trainer"]
     assert ratio["n"] == 3 and 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
     per_round = [a["samples_per_s"] / b["samples_per_s"]

@@ -4,6 +4,7 @@ Importing this module imports torch and Accelerate. `tests/test_05_bert_finetune
 `train_classifier` and `evaluate_classifier` are, character for character, the ones notebook 05 writes out.
 `JsonlTracker` gives `accelerator.log` somewhere to write where TensorBoard is not installed.
 `optimizer_step_ms` times one `step()` of several optimizers on a copy of a model's weights (05's step 4).
+`LossLog` is the loop's bookkeeping (losses read from the device once per window, logged, timed).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from .measure import interleaved_timings, spread
 
-__all__ = ["pick_trackers", "optimizer_step_ms", "train_classifier", "evaluate_classifier"]
+__all__ = ["pick_trackers", "optimizer_step_ms", "LossLog", "train_classifier", "throughput_after_warmup",
+           "evaluate_classifier", "xla_compiles"]
 
 
 class JsonlTracker(GeneralTracker):
@@ -79,13 +81,47 @@ def optimizer_step_ms(model: torch.nn.Module, optimizers: dict[str, Callable], r
             for name, seconds in timings.items()}
 
 
+class LossLog:
+    """The bookkeeping of `train_classifier` (notebook 05), so that the loop shows only the training.
+
+    Each step's loss stays on the device; every `log_every` steps (and at the last) they are read in one transfer,
+    their mean and the learning rate go to `accelerator.log`, and the window's steps, samples and seconds are kept
+    (the seconds are real: the read waited for the device). A progress bar runs on the main process only.
+    """
+
+    def __init__(self, accelerator, lr_scheduler, train_dataloader, num_epochs: int, log_every: int = 5,
+                 progress_bar: bool = True):
+        total = num_epochs * len(train_dataloader)
+        self.accelerator, self.lr_scheduler, self.total, self.log_every = accelerator, lr_scheduler, total, log_every
+        self.progress = tqdm(total=total, main_process_only=True, desc="fine-tuning",
+                             disable=not progress_bar)  # off where nobody watches: it would freeze at 0%
+        self.losses, self.window_steps, self.window_seconds, self.window_samples = [], [], [], []
+        self.pending, self.samples, self.start = [], 0, time.perf_counter()
+
+    def step(self, loss: torch.Tensor, batch_size: int) -> None:
+        self.pending.append(loss)  # a tensor on the device: no wait, no transfer
+        self.samples += batch_size * self.accelerator.num_processes
+        self.progress.update(1)
+        if len(self.pending) == self.log_every or len(self.losses) + len(self.pending) == self.total:
+            read = torch.stack(self.pending).tolist()  # one transfer; waits for the device
+            self.losses += read
+            self.window_steps.append(len(read))
+            self.window_seconds.append(time.perf_counter() - self.start)
+            self.window_samples.append(self.samples)
+            logged = {"train/loss": sum(read) / len(read),  # the window's mean
+                      "train/lr": self.lr_scheduler.get_last_lr()[0]}
+            self.accelerator.log(logged, step=len(self.losses))
+            self.pending, self.samples, self.start = [], 0, time.perf_counter()
+
+    def close(self) -> dict:
+        self.progress.close()
+        return {"losses": self.losses, "window_steps": self.window_steps, "window_seconds": self.window_seconds,
+                "window_samples": self.window_samples}
+
+
 def train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, num_epochs,
                      max_grad_norm, log_every=5, progress_bar=True):
-    total = num_epochs * len(train_dataloader)
-    progress = tqdm(total=total, main_process_only=True, desc="fine-tuning",
-                    disable=not progress_bar)  # off where nobody watches: it would freeze at 0%
-    losses, window_steps, window_seconds, window_samples = [], [], [], []
-    pending, samples, start = [], 0, time.perf_counter()
+    log = LossLog(accelerator, lr_scheduler, train_dataloader, num_epochs, log_every, progress_bar)
     for epoch in range(num_epochs):
         model.train()
         for batch in train_dataloader:  # (B, T) tensors, already on the device
@@ -97,22 +133,27 @@ def train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataload
                 optimizer.step()
                 lr_scheduler.step()
                 optimizer.zero_grad()
-            pending.append(loss.detach())  # stays on the device: no wait, no transfer
-            samples += len(batch["labels"]) * accelerator.num_processes
-            progress.update(1)
-            if len(pending) == log_every or len(losses) + len(pending) == total:
-                read = torch.stack(pending).tolist()  # one transfer; waits for the device
-                losses += read
-                window_steps.append(len(read))
-                window_seconds.append(time.perf_counter() - start)  # real: the device has finished
-                window_samples.append(samples)
-                logged = {"train/loss": sum(read) / len(read),  # the window's mean
-                          "train/lr": lr_scheduler.get_last_lr()[0]}
-                accelerator.log(logged, step=len(losses))
-                pending, samples, start = [], 0, time.perf_counter()
-    progress.close()
-    return {"losses": losses, "window_steps": window_steps, "window_seconds": window_seconds,
-            "window_samples": window_samples}
+            log.step(loss.detach(), len(batch["labels"]))  # detached: no graph kept, no device wait
+    return log.close()
+
+
+def throughput_after_warmup(trained: dict) -> tuple[int, float, dict]:
+    """`(warm-up steps, samples/s, per-window spread)` of `train_classifier`'s windows after the first (05, step 5).
+
+    The first window holds the warm-up (memory allocation; compiles on XLA); with one window, nothing is dropped.
+    """
+    skip = 1 if len(trained["window_steps"]) > 1 else 0
+    samples, seconds = trained["window_samples"][skip:], trained["window_seconds"][skip:]
+    per_window = spread([n / s for n, s in zip(samples, seconds, strict=True)])
+    return sum(trained["window_steps"][:skip]), sum(samples) / sum(seconds), per_window
+
+
+def xla_compiles() -> int:
+    """XLA compiles so far in this process: torch_xla's `CompileTime` metric (notebook 05, step 6)."""
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data("CompileTime")  # (count, total, samples), or None before the first compile
+    return data[0] if data else 0
 
 
 def evaluate_classifier(accelerator, model, eval_dataloader):

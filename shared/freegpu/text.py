@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple
 
-__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task", "padding_plan"]
+__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "check_finetune_parameters", "load_text_task",
+           "padding_plan", "padding_survey"]
 
 CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
 FULL_MODEL = "bert-base-uncased"
@@ -49,6 +50,44 @@ class TextTask:
     learning_rate: float
     source: str
     model_id: str
+
+
+def check_finetune_parameters(notebook: str, p: dict[str, Any]):
+    """Check notebook 05's parameters `p` (all but `data_dir`/`model_name`), before any work; return the output folder.
+
+    Each bad value raises the `freegpu.checks` error naming it. The memory estimate: fp32 weights, gradients and
+    two AdamW moments (16 bytes a parameter), plus the activations a batch keeps for backward (about 20 floats per
+    token, hidden unit and layer), for BERT-base unless the smoke profile's MiniLM is used.
+    """
+    from . import checks
+    from .precision import MODES
+    from .profile import PROFILES
+
+    checks.check_choice("profile", p["profile"], PROFILES)
+    out_dir = checks.check_output_dir(p["output_dir"], notebook)
+    checks.check_seed("seed", p["seed"])
+    checks.check_choice("task", p["task"], tuple(GLUE_TASKS))
+    checks.check_int("max_length", p["max_length"], minimum=8, maximum=512)  # BERT's positions stop at 512
+    checks.check_int("num_epochs", p["num_epochs"], minimum=1, maximum=20)
+    checks.check_int("batch_size", p["batch_size"], minimum=2, maximum=512)
+    checks.check_int("gradient_accumulation_steps", p["gradient_accumulation_steps"], minimum=1, maximum=64)
+    checks.check_float("learning_rate", p["learning_rate"], minimum=0.0, maximum=1e-2)
+    checks.check_float("warmup_ratio", p["warmup_ratio"], minimum=0.0, maximum=0.5)
+    checks.check_float("max_grad_norm", p["max_grad_norm"], minimum=0.01, maximum=100.0)
+    checks.check_choice("mixed_precision", p["mixed_precision"], MODES)
+    checks.check_int("max_train_samples", p["max_train_samples"], minimum=0, maximum=10_000_000)
+    checks.check_int("timing_trials", p["timing_trials"], minimum=3, maximum=20)
+    texts = p["demo_texts"]
+    if not isinstance(texts, list) or not 1 <= len(texts) <= 8:
+        raise TypeError(f"parameter demo_texts={texts!r} must be a list of 1 to 8 sentences")
+    for text in texts:
+        checks.check_text("demo_texts", text, max_length=500)
+    smoke_model = p["profile"] == "smoke" and not p["model_name"]
+    params, hidden, layers = (22.7e6, 384, 6) if smoke_model else (110e6, 768, 12)
+    activations = 4 * 20 * p["batch_size"] * p["max_length"] * hidden * layers
+    checks.check_fits_memory("batch_size", p["batch_size"], int(16 * params + activations),
+                             what="training state and one batch of activations")
+    return out_dir
 
 
 def read_corpus() -> list[dict[str, Any]]:
@@ -125,6 +164,22 @@ def _load_glue(task: str, data_dir: str = ""):
     except (ConnectionError, OSError) as exc:
         raise RuntimeError(f"GLUE {task} could not be downloaded from the Hugging Face Hub ({type(exc).__name__}). "
                            "Turn the internet on, or run with profile='smoke' (offline data and model).") from exc
+
+
+def padding_survey(dataset, batch_size: int, collators: dict) -> tuple[dict[str, float], dict[str, list]]:
+    """One epoch of `dataset` batched by each collator: the share of padding tokens, and the distinct batch shapes.
+
+    The attention mask says which positions are real tokens (1) and which are padding (0) (notebook 05, step 2).
+    """
+    from torch.utils.data import DataLoader
+
+    share, shapes = {}, {}
+    for name, collator in collators.items():
+        masks = [batch["attention_mask"] for batch in DataLoader(dataset, batch_size=batch_size,
+                                                                 collate_fn=collator)]  # (B, T)
+        share[name] = 1 - sum(int(m.sum()) for m in masks) / sum(m.numel() for m in masks)
+        shapes[name] = sorted({tuple(m.shape) for m in masks})
+    return share, shapes
 
 
 class PaddingPlan(NamedTuple):
