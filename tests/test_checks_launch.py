@@ -207,6 +207,30 @@ def test_killed_parent_takes_the_tree_with_it(tmp_path):
     assert _all_gone(tree)
 
 
+_LOST_SIGNAL = {
+    # the parent-death signal blocked in the mask the guard inherits: the guard unblocks it
+    "blocked": "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+               f"with launched([sys.executable, '-c', {_TREE!r}]) as proc:\n",
+    # never armed (a platform without prctl): the guard's watcher sees its parent gone
+    "unarmed": "import subprocess\nfrom freegpu.launch import _GUARD_MAIN\n"
+               "with subprocess.Popen([sys.executable, '-c', _GUARD_MAIN, str(os.getpid()), sys.executable, '-c', "
+               f"{_TREE!r}], start_new_session=True) as proc:\n",
+}
+
+
+@pytest.mark.parametrize("lost", sorted(_LOST_SIGNAL))
+def test_killed_parent_takes_the_tree_with_it_when_the_signal_is_lost(tmp_path, lost):
+    script = tmp_path / "kernel.py"
+    script.write_text("import os, sys, time\nfrom freegpu.launch import launched\n" + _LOST_SIGNAL[lost]
+                      + "    print(proc.pid, flush=True)\n    time.sleep(120)\n")
+    kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    guard = int(kernel.stdout.readline())
+    tree = [psutil.Process(guard), *_tree_of(guard, 2)]
+    kernel.send_signal(signal.SIGKILL)
+    kernel.wait()
+    assert _all_gone(tree)
+
+
 def test_run_launch_reports_failure_with_stderr():
     with pytest.raises(launch.LaunchError, match=r"status 3 .*\n.*boom"):
         launch.run_launch([sys.executable, "-c", "import sys; sys.stderr.write('boom'); sys.exit(3)"], timeout=30)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -94,10 +95,19 @@ def test_no_internet(monkeypatch):
 
 
 def test_internet_probe_never_hangs(monkeypatch):
-    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: time.sleep(30))
+    released = threading.Event()
+
+    def hang(*args, **kwargs):  # a connection that never answers, until the test ends
+        released.wait(30)
+        raise OSError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", hang)
     start = time.perf_counter()
-    assert platform.has_internet(timeout=0.5) is False
-    assert time.perf_counter() - start < 1.5
+    try:
+        assert platform.has_internet(timeout=0.5) is False
+        assert time.perf_counter() - start < 1.5
+    finally:
+        released.set()  # the probe's thread ends now, not inside a later test
 
 
 def test_internet_reachable(monkeypatch):

@@ -4,7 +4,8 @@ Introduced in notebook 01 (launching training scripts); notebook 06 kills and re
 
 Every command goes through a small guard process (`_guard` below, in a Python of its own). The guard becomes the
 "child subreaper" of everything CMD starts (so orphans of a dying launcher are reparented to it, not to init), and
-it receives a signal when the notebook's kernel dies (Linux's parent-death signal). On that signal, on an
+it notices when the notebook's kernel dies (Linux's parent-death signal, and a thread that watches its parent's
+pid, in case the signal is lost). Then, on an
 interrupted cell, on a timeout, and after CMD exits, every process CMD started is ended: `torchrun`'s workers and
 `accelerate launch`'s children included.
 """
@@ -32,7 +33,7 @@ __all__ = ["free_port", "die_with_parent", "launched", "run_launch", "run_launch
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _GRACE_S = 3.0
-_GUARD_MAIN = "import sys; from freegpu.launch import _guard; sys.exit(_guard(sys.argv[1:]))"
+_GUARD_MAIN = "import sys; from freegpu.launch import _guard; sys.exit(_guard(int(sys.argv[1]), sys.argv[2:]))"
 
 
 class LaunchError(RuntimeError):
@@ -94,21 +95,55 @@ def _descendants() -> list[int]:
     return [p.pid for p in psutil.Process().children(recursive=True)]
 
 
-def _guard(cmd: list[str]) -> int:
-    """Run `cmd`, then end every process it left; end them all at once on SIGTERM, SIGINT or SIGHUP."""
+def _end_all() -> None:
+    """End every descendant, again and again until none is left (a launcher may start one while it is ended)."""
+    for _ in range(5):
+        pids = _descendants()
+        if not pids:
+            return
+        _kill_tree(pids)
+
+
+_WATCH_S = 0.25
+
+
+def _guard(notebook: int, cmd: list[str]) -> int:
+    """Run `cmd`, then end every process it left; end them all at once on SIGTERM, SIGINT or SIGHUP, or as soon as
+    the notebook that started this guard is gone.
+
+    Two ways to notice the notebook's death, so that neither is a single point of failure: the parent-death signal
+    (armed by `_arm_guard`), and a thread that checks the parent's pid every quarter second (a signal can be lost:
+    blocked in the mask this process inherited, or never armed where `prctl` is missing).
+    """
+    import psutil  # noqa: F401  (imported now, not first inside a signal handler)
+
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    ending = threading.Lock()
+
+    def end(code: int) -> None:
+        if ending.acquire(blocking=False):  # the first of signal and watcher does it; the other waits for exit
+            _end_all()
+            os._exit(code)
+        time.sleep(3600)
 
     def stop(signum, _frame):
-        _kill_tree(_descendants())
-        os._exit(128 + signum)
+        end(128 + signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, stop)
-    if os.getppid() == 1:  # the notebook died before the handlers were installed
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+    if os.getppid() != notebook:  # the notebook died before the handlers were installed
         return 1
+
+    def watch() -> None:
+        while os.getppid() == notebook:
+            time.sleep(_WATCH_S)
+        end(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True).start()
     child = subprocess.Popen(cmd)
     code = child.wait()
-    _kill_tree(_descendants())  # whatever CMD started and did not wait for
+    _end_all()  # whatever CMD started and did not wait for
     return code
 
 
@@ -124,7 +159,7 @@ def launched(cmd: Sequence[str], *, cwd: Path | str | None = None, env: dict[str
     `stdout`/`stderr` are as for `subprocess.Popen` (a file, `subprocess.PIPE`, or `None` to inherit). The
     process is in a session of its own, so a signal aimed at it never reaches the notebook.
     """
-    guard = [sys.executable, "-c", _GUARD_MAIN, *map(str, cmd)]
+    guard = [sys.executable, "-c", _GUARD_MAIN, str(os.getpid()), *map(str, cmd)]
     proc = subprocess.Popen(guard, cwd=cwd, env=env, stdout=stdout, stderr=stderr, text=True,
                             start_new_session=True, preexec_fn=_arm_guard)
     try:
