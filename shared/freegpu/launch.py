@@ -5,9 +5,8 @@ Introduced in notebook 01 (launching training scripts); notebook 06 kills and re
 Every command goes through a small guard process (`_guard` below, in a Python of its own). The guard becomes the
 "child subreaper" of everything CMD starts (so orphans of a dying launcher are reparented to it, not to init), and
 it notices when the notebook's kernel dies (Linux's parent-death signal, and a thread that watches its parent's
-pid, in case the signal is lost). Then, on an
-interrupted cell, on a timeout, and after CMD exits, every process CMD started is ended: `torchrun`'s workers and
-`accelerate launch`'s children included.
+pid in case the signal is lost). Then, on an interrupted cell, on a timeout, and after CMD exits, every process
+CMD started is ended: `torchrun`'s workers and `accelerate launch`'s children included.
 """
 
 from __future__ import annotations
