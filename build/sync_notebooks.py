@@ -80,8 +80,7 @@ def setup_source(name: str, settings: dict) -> str:
     requirement = f"{spec} @ git+{settings['repo']}@v{settings['version']}"
     help_url = f"{settings['repo']}/blob/{settings['branch']}/{TROUBLESHOOTING}"
     return (
-        "# Setup: written by build/sync_notebooks.py. Installs the course helpers and this\n"
-        "# notebook's extras where one is missing (Colab, Kaggle); a no-op where all are there.\n"
+        "# Setup: written by build/sync_notebooks.py. Installs the course helpers and extras if missing.\n"
         "import importlib.util\n"
         "import subprocess\n"
         "import sys\n"
@@ -91,8 +90,7 @@ def setup_source(name: str, settings: dict) -> str:
         '    pip = [sys.executable, "-m", "pip", "install", "--quiet",\n'
         f'           "{requirement}"]\n'
         "    if subprocess.run(pip).returncode != 0:\n"
-        '        raise RuntimeError("Installing freegpu failed (pip\'s output is above). What to do "\n'
-        '                           "on Colab, on Kaggle and in a local clone: "\n'
+        '        raise RuntimeError("Installing freegpu failed (pip\'s output is above). What to do: "\n'
         f'                           "{help_url}")'
     )
 

@@ -13,6 +13,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
   for (`from freegpu.finetune import train_classifier`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
 - `notebook`: the opening of notebooks 01-06 (what notebook 00 does step by step)
+- `params`: every notebook's parameter checks, behind one call in its check cell (`params.check_parameters`)
 """
 
 from importlib.metadata import PackageNotFoundError, version
