@@ -75,7 +75,7 @@ def test_parameters_have_types_and_help(name):
 
 
 # Notebooks whose check cell is the one call below (issue 17 converts them one by one; then every notebook).
-ONE_CALL_CHECKS = ["01_mnist_migration"]
+ONE_CALL_CHECKS = ["00_environment_check", "01_mnist_migration"]
 
 
 @pytest.mark.parametrize("name", ONE_CALL_CHECKS)
@@ -114,12 +114,13 @@ def test_every_public_helper_is_used():
     """
     notebooks = "\n".join(code(load(n)) for n in NOTEBOOK_NAMES)
     package = {p.stem: p.read_text() for p in (ROOT / "shared" / "freegpu").glob("*.py")}
+    rules = [p.read_text() for p in (ROOT / "shared" / "freegpu" / "params").glob("*.py")]  # the check cells' rules
     for module_name in freegpu.__all__:
         if module_name.startswith("__"):
             continue
         module = importlib.import_module(f"freegpu.{module_name}")
         others = "\n".join([text for stem, text in package.items() if stem not in (module_name, "__init__")]
-                           + [p.read_text() for p in (ROOT / "build").glob("*.py")])
+                           + rules + [p.read_text() for p in (ROOT / "build").glob("*.py")])
         for symbol in module.__all__:
             obj = getattr(module, symbol)
             if dataclasses.is_dataclass(obj) or (isinstance(obj, type) and issubclass(obj, Exception)):

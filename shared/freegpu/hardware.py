@@ -27,6 +27,9 @@ __all__ = [
     "dataloader_workers",
     "pitfalls",
     "disk_report",
+    "describe",
+    "as_record",
+    "simulated_recommendations",
 ]
 
 _SMI_QUERY = ["nvidia-smi", "--query-gpu=name,memory.total,compute_cap,driver_version",
@@ -240,3 +243,43 @@ def disk_report(path: Path, budget_bytes: int | None = None, budget_dir: Path | 
         report["budget_gib"] = round(budget_bytes / 1000**3, 1)
         report["budget_used_gib"] = round(used / 1000**3, 3)
     return report
+
+
+def describe(hw: HardwareInfo) -> str:
+    """The lines notebook 00 prints about CPUs, RAM, each GPU (and what its compute capability gives) and the TPU."""
+    lines = [f"CPU: {hw.logical_cpus} logical / {hw.physical_cpus} physical cores, "
+             f"RAM {hw.ram_available_gib} of {hw.ram_total_gib} GiB free"]
+    for i, gpu in enumerate(hw.gpus):
+        lines.append(f"GPU {i}: {gpu.name}, {gpu.memory_gib} GiB, compute capability {gpu.compute_capability}, "
+                     f"fp16 tensor cores: {gpu.fp16_tensor_cores}, bf16 tensor cores: {gpu.bf16_tensor_cores}")
+    if not hw.gpus:
+        lines.append("GPUs: none (nvidia-smi is absent or lists no GPU)")
+    elif len(hw.gpus) > 1:
+        lines.append(f"NVLink between the GPUs: {hw.nvlink}")
+    lines.append(f"TPU: {hw.tpu}" if hw.tpu else "TPU: none (no torch_xla, no TPU_ACCELERATOR_TYPE, no /dev/accel*)")
+    return "\n".join(lines)
+
+
+def as_record(hw: HardwareInfo) -> dict:
+    """What notebook 00 saves about the hardware in results.json (the keys the course's tests read)."""
+    return {"logical_cpus": hw.logical_cpus, "physical_cpus": hw.physical_cpus, "ram_total_gib": hw.ram_total_gib,
+            "gpus": [{"name": g.name, "memory_gib": g.memory_gib, "compute_capability": list(g.compute_capability)}
+                     for g in hw.gpus],
+            "tpu": vars(hw.tpu) if hw.tpu else None, "cuda_runtime": hw.torch_cuda,
+            "nvidia_driver": hw.gpus[0].driver if hw.gpus else None}
+
+
+def simulated_recommendations(nvidia_smi_by_box: dict[str, str]) -> dict[str, str]:
+    """`recommend` for GPU boxes described by their `nvidia-smi` text, one line per box (notebook 00).
+
+    Only the GPUs are simulated: `mixed_precision` and `num_processes` follow from the GPU text, while `num_workers`
+    divides *this* machine's CPUs between those processes (the hosted platforms publish no CPU count we could
+    source), and each line says so.
+    """
+    rows = {}
+    for box, smi in nvidia_smi_by_box.items():
+        sim = detect_hardware(nvidia_smi=smi, topology="")
+        rec = recommend(sim)
+        rows[box] = (f"mixed_precision={rec.mixed_precision}, num_processes={rec.num_processes}, "
+                     f"num_workers={rec.num_workers} (from this machine's {sim.logical_cpus} CPUs)")
+    return rows

@@ -20,6 +20,7 @@ __all__ = [
     "platform_dirs",
     "resolve_output_dir",
     "describe_dirs",
+    "shown_path",
     "rehearsal_dirs",
     "has_internet",
     "read_only_input",
@@ -148,19 +149,35 @@ def platform_dirs(info: PlatformInfo) -> PlatformDirs:
                         "Local disk: outputs stay until you delete them.")
 
 
+def shown_path(path: Path | str, info: PlatformInfo) -> str:
+    """`path` as a notebook prints it: on Colab and Kaggle as it is (the platform's own folders); elsewhere relative
+    to the current folder (`./outputs`), else its last part (`.../results`), so that no printout carries the
+    absolute paths of the machine it ran on (notebooks 00 and 04)."""
+    path = Path(path)
+    if info.hosted:
+        return str(path)
+    resolved, cwd = path.resolve(), Path.cwd().resolve()
+    if resolved.is_relative_to(cwd):
+        return f"./{resolved.relative_to(cwd)}" if resolved != cwd else "."
+    return str(path) if len(path.parts) <= 2 else f".../{path.name}"
+
+
 def describe_dirs(info: PlatformInfo, dirs: PlatformDirs, out: Path | str) -> str:
     """Lines a notebook prints about its folders, consistent with where this run writes (notebooks 00 and 04).
 
     Off Colab and Kaggle nothing is attached as input, so inputs read "none (local)". The working folder is where
     outputs go when `output_dir` is empty; a run given another `output_dir` says so, not implying it writes there.
+    Paths are printed with `shown_path`.
     """
     inputs = str(dirs.input_dir) if info.hosted else "none (local)"
     out = Path(out).resolve()
     inside = out.is_relative_to(dirs.working_dir.resolve())
-    writes = (f"this run writes to: {out} (inside the working folder)" if inside else
-              f"this run writes to: {out} (output_dir was given; the working folder is not used)")
-    return (f"inputs: {inputs}\nworking folder (outputs when output_dir is empty): {dirs.working_dir}  "
-            f"(kept after the session: {dirs.working_persists})\nscratch: {dirs.scratch_dir}\n{writes}")
+    where = shown_path(out, info)
+    writes = (f"this run writes to: {where} (inside the working folder)" if inside else
+              f"this run writes to: {where} (output_dir was given; the working folder is not used)")
+    return (f"inputs: {inputs}\nworking folder (outputs when output_dir is empty): "
+            f"{shown_path(dirs.working_dir, info)}  (kept after the session: {dirs.working_persists})\n"
+            f"scratch: {shown_path(dirs.scratch_dir, info)}\n{writes}")
 
 
 def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None = None) -> Path:
