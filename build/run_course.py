@@ -13,6 +13,8 @@ build/out/:
 
 With --xla-python PATH (the Makefile passes .venv-xla's python unless NO_XLA=1), the notebooks in XLA_LANE run a
 second time in that environment with PJRT_DEVICE=CPU, so their TPU half runs on XLA's CPU backend.
+A notebook with worked solutions (notebooks/solutions/<name>.py, see build/solutions.py) runs them in its kernel,
+each under its exercise: its executed notebook holds them, the site shows them collapsed.
 A notebook that fails does not stop the others; the command exits 1 at the end and names it.
 The tests use `execute` from here too, so the course and the tests run notebooks the same way.
 """
@@ -92,8 +94,23 @@ class PeakRss:
         self._thread.join()
 
 
+def build_script(name: str):
+    """Import a script of build/ (a folder of scripts, not a package) as module `build_<name>`."""
+    spec = importlib.util.spec_from_file_location(f"build_{name}", Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> NotebookRun:
-    """Execute one notebook with papermill; its output_dir is `out_root/results/<name>`."""
+    """Execute one notebook with papermill; its output_dir is `out_root/results/<name>`.
+
+    Where `notebooks/solutions/<name>.py` exists, the notebook executed is the one build/solutions.py builds: each
+    exercise followed by its worked solution, run in the notebook's kernel after its last code cell (a failing
+    assert fails the run; a solutions file that does not fit the notebook fails it before the kernel starts).
+    """
+    import nbformat
     import papermill
 
     name = notebook.stem
@@ -104,11 +121,22 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> N
     params = {"output_dir": str(results_dir), **(parameters or {})}
     error = None
     start = time.perf_counter()
-    with PeakRss() as rss:
+    with PeakRss() as rss, tempfile.TemporaryDirectory(prefix="solved-") as scratch:
         try:
-            papermill.execute_notebook(str(notebook), str(executed), parameters=params, kernel_name="python3",
-                                       cwd=str(results_dir), progress_bar=False,
-                                       execution_timeout=CELL_TIMEOUT_S)
+            solved = build_script("solutions").prepare(notebook)
+            source = notebook
+            if solved is not None:  # the notebook with its solutions, written where papermill reads it
+                source = Path(scratch) / notebook.name
+                nbformat.write(solved, source)
+            try:
+                papermill.execute_notebook(str(source), str(executed), parameters=params, kernel_name="python3",
+                                           cwd=str(results_dir), progress_bar=False,
+                                           execution_timeout=CELL_TIMEOUT_S)
+            finally:
+                if solved is not None and executed.exists():  # its input is the course's notebook, not the copy
+                    done = nbformat.read(executed, as_version=4)
+                    done.metadata.setdefault("papermill", {})["input_path"] = str(notebook)
+                    nbformat.write(done, executed)
         except Exception as exc:  # a failing notebook is reported, the next one still runs
             kind = getattr(exc, "ename", None) or type(exc).__name__  # the notebook's own exception, if any
             error = f"{kind}: {getattr(exc, 'evalue', None) or exc}".strip()[:2000]
@@ -210,11 +238,7 @@ def write_summary(out_root: Path, runs: list[NotebookRun], **extra) -> Path:
 
 def build_site(out_root: Path) -> tuple[Path, float]:
     """Build the course site from summary.json and the executed notebooks (build/course_site.py)."""
-    spec = importlib.util.spec_from_file_location("build_course_site", Path(__file__).with_name("course_site.py"))
-    course_site = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = course_site  # its dataclasses look their module up there
-    spec.loader.exec_module(course_site)
-    return course_site.build(out_root)
+    return build_script("course_site").build(out_root)
 
 
 def parameter_value(text: str):

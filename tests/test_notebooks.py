@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import nbformat
 import papermill
 import pytest
 from accelerate.commands.config.config_args import load_config_from_file
@@ -117,6 +118,11 @@ def test_course_site_and_summary(course_site, course_out):
         assert f'notebooks/{entry["name"]}.html' in (course_site / "index.html").read_text()
         headline = json.loads((course_out / entry["results"]).read_text())["headline"]
         assert headline and all(key in measurements for key in headline), entry["name"]
+        if (NOTEBOOK_DIR / "solutions" / f"{entry['name']}.py").is_file():  # ran, and shown collapsed (hide-cell)
+            ran = [c for c in nbformat.read(course_out / entry["executed"], as_version=4).cells
+                   if "solution" in c.metadata.get("tags", [])]
+            page = (course_site / "notebooks" / f"{entry['name']}.html").read_text()
+            assert ran and page.count('<div class="cell tag_solution tag_hide-cell') == len(ran), entry["name"]
 
 
 def test_01_mnist_migration(executed, course_out):

@@ -24,6 +24,7 @@ import pytest
 from conftest import load_build_script
 
 course_site = load_build_script("course_site")
+solutions = load_build_script("solutions")
 sync = load_build_script("sync_notebooks")
 pytest.importorskip("myst_nb", reason="the site extra is not installed (pip install -e '.[site]')")
 
@@ -78,7 +79,14 @@ def fake_course(root: Path) -> Path:
                                                          "text/plain": "<Figure>"})
     _notebook(out / "executed/00_intro.ipynb", _md(sync.badges_source("00_intro", settings), tags=["badges"]),
               _md("# 00 · Intro\n\nWhy this notebook."), _code("plot()", image, table),
-              _md("## Next\n\n[01 · Words](01_words.ipynb), later [02 · Planned](02_planned.ipynb)."))
+              _md("## Exercises\n\n1. **Predict.** What is 6 x 7?\n2. **Modify.** And 6 x 8?\n\n"
+                  "## Next\n\n[01 · Words](01_words.ipynb), later [02 · Planned](02_planned.ipynb)."))
+    solved = solutions.with_solutions(nbformat.read(out / "executed/00_intro.ipynb", as_version=4),
+                                      ["assert 6 * 7 == 42\nprint('6 x 7 is 42.')", "assert 6 * 8 == 48"])
+    for cell in solved.cells:  # as executed: the solutions' outputs
+        if cell.get("metadata", {}).get("exercise") == 1:
+            cell.outputs = [nbformat.v4.new_output("stream", text="6 x 7 is 42.\n")]
+    nbformat.write(solved, out / "executed/00_intro.ipynb")
     _notebook(out / "executed/01_words.ipynb", _md("# 01 · Words"),
               _md(f"The launcher forks a {SEARCH_WORD} per process; see [00](00_intro.ipynb)."))
     error = nbformat.v4.new_output("error", ename="ValueError", evalue="boom", traceback=ANSI_TRACEBACK)
@@ -134,6 +142,24 @@ def test_every_notebook_has_a_page_with_its_outputs(site):
     assert re.search(r"<table.*accuracy.*0\.93.*</table>", page, re.S)
     broken = (site / "notebooks/03_broken.html").read_text()
     assert "ValueError" in text_of(broken) and "admonition warning" in broken  # the failed run is flagged on top
+
+
+# myst-nb's rendering of a `hide-cell` cell: the whole cell inside a <details> (closed: no `open`), its summary the
+# cell's prompt (build/solutions.py sets it in the cell's `mystnb` metadata).
+SOLUTION_CELL = re.compile(r'<div class="cell tag_solution tag_hide-cell[^"]*">\s*<details class="[^"]*\bhide '
+                           r'above-input\b[^"]*">\s*<summary[^>]*>\s*<p class="collapsed[^"]*">Show the worked '
+                           r'solution</p>.*?</details>', re.S)
+
+
+def test_each_solution_is_collapsed_under_its_exercise(site):
+    """Each solution follows its exercise's item, inside a closed toggle; the list keeps its numbers."""
+    page = (site / "notebooks/00_intro.html").read_text()
+    toggles = SOLUTION_CELL.findall(page)
+    assert len(toggles) == 2 and "6 x 7 is 42." in toggles[0]  # the solution and its output, both collapsed
+    assert not re.search(r"<details[^>]*\bopen\b", page)
+    first, second = page.index("What is 6 x 7?"), page.index("And 6 x 8?")
+    assert first < page.index(toggles[0]) < second < page.index(toggles[1]) < page.index('id="next"')
+    assert re.search(r'<ol class="arabic[^"]*" start="2">\s*<li><p><strong>Modify', page)  # numbered as listed
 
 
 def test_notebook_04_page_is_the_xla_lane_run_and_the_main_run_is_kept(site):
