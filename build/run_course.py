@@ -103,12 +103,13 @@ def build_script(name: str):
     return module
 
 
-def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> NotebookRun:
+def execute(notebook: Path, out_root: Path, parameters: dict | None = None, solutions: bool = True) -> NotebookRun:
     """Execute one notebook with papermill; its output_dir is `out_root/results/<name>`.
 
     Where `notebooks/solutions/<name>.py` exists, the notebook executed is the one build/solutions.py builds: each
     exercise followed by its worked solution, run in the notebook's kernel after its last code cell (a failing
     assert fails the run; a solutions file that does not fit the notebook fails it before the kernel starts).
+    `solutions=False` runs the notebook as committed (for a run whose parameters the solutions were not written for).
     """
     import nbformat
     import papermill
@@ -123,7 +124,7 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None) -> N
     start = time.perf_counter()
     with PeakRss() as rss, tempfile.TemporaryDirectory(prefix="solved-") as scratch:
         try:
-            solved = build_script("solutions").prepare(notebook)
+            solved = build_script("solutions").prepare(notebook) if solutions else None
             source = notebook
             if solved is not None:  # the notebook with its solutions, written where papermill reads it
                 source = Path(scratch) / notebook.name

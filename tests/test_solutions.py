@@ -155,6 +155,8 @@ def test_execute_runs_the_solutions_in_the_notebooks_kernel_with_its_parameters(
             if "solution" in c.metadata.get("tags", [])]
     assert said == ["Doubling factor gives value 126.\n", "One more is 64.\n", "The square is 3969.\n"]
     assert nb.metadata.papermill["input_path"] == str(notebook)  # not the scratch copy papermill read
+    plain = runner.execute(notebook, tmp_path / "plain", {"factor": 3}, solutions=False)
+    assert plain.status == "ok" and _tagged(nbformat.read(tmp_path / "plain" / plain.executed, as_version=4)) == []
 
 
 def test_a_failing_solution_fails_the_run_and_a_misfit_file_fails_before_the_kernel(tmp_path):
