@@ -311,7 +311,7 @@ def run_lane(name: str, notebooks: list[str], out: Path, parameters: dict | None
     try:
         for stem, notebook in sources.items():
             print(f"  {stem} ...", flush=True)
-            record = run_course.execute(notebook, out, parameters or {"profile": "smoke"})
+            record = run_course.execute(notebook, out, parameters or {"profile": "smoke"}, solutions=False)
             state = snapshot(python)
             begin = time.perf_counter()
             restore(python, base, state["versions"])

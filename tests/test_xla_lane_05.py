@@ -30,7 +30,7 @@ def test_lane_has_what_notebook_05_needs():
 
 def test_05_fine_tunes_on_xla_with_one_shape(tmp_path):
     runner = load_build_script("run_course")
-    record = runner.execute(NOTEBOOK_DIR / "05_bert_finetune.ipynb", tmp_path, SMALL)
+    record = runner.execute(NOTEBOOK_DIR / "05_bert_finetune.ipynb", tmp_path, SMALL, solutions=False)
     assert record.status == "ok", record.error
     results = json.loads((tmp_path / record.results).read_text())
     assert results["xla_ran"] is True and results["device"] == "xla"
