@@ -42,7 +42,8 @@ ASSERTED = {
     "hand_rolled_micro_batches_per_step", "hand_rolled_never_applied", "last_group_micro_batches",
     "last_group_gradient_scale", "checkpointing_activation_bytes", "checkpointing_activation_bytes_ratio",
     "checkpointing_same_loss", "checkpointing_max_abs_grad_diff", "checkpointing_step_times_s",
-    "checkpointing_step_time_ratio", "timing_clock", "checkpointing_cuda_peak_bytes", "found_batch_size",
+    "checkpointing_step_time_ratio", "checkpointing_step_time_resolved", "timing_clock",
+    "checkpointing_cuda_peak_bytes", "found_batch_size",
     "batch_sizes_tried", "budget_bytes", "cap_bytes", "oom_errors", "oom_error_first", "search_follows_x09",
     "second_call_tried", "search_device", "retry_predicate", "batch_search_ran", "batch_search_reason",
     "leak_growth_bytes", "no_leak_growth_bytes", "train_loop_leak_growth_bytes", "leak_live_bytes_per_step",
@@ -128,6 +129,9 @@ def test_03_checkpointing(run03):
     assert results["timing_clock"] == "process_time"  # CPU seconds on a CPU: load elsewhere does not count
     # A second forward of every block costs CPU time; the median ratio is recorded as a benchmark.
     assert results["checkpointing_step_time_ratio"] > 1.0
+    # Resolved when every checkpointed step took longer than every plain one; only then is it a headline.
+    assert results["checkpointing_step_time_resolved"] == (min(times["checkpointed"]) > max(times["plain"]))
+    assert ("checkpointing_step_time_ratio" in results["headline"]) == results["checkpointing_step_time_resolved"]
     assert results["checkpointing_cuda_peak_bytes"] == {"plain": None, "checkpointed": None}
 
 

@@ -8,7 +8,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
   imported only when asked for (`from freegpu.train import train_accelerate`)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
-- `memory`, `sharding`: notebook 03 (memory tricks)
+- `memory`, `sharding`: notebook 03 (memory tricks), and `memlab`, its steps measured behind one call each
 - `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports torch, so it is imported only when asked
   for (`from freegpu.finetune import train_classifier`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
@@ -26,6 +26,7 @@ from . import (
     kaggle,
     launch,
     measure,
+    memlab,
     memory,
     models,
     notebook,
@@ -46,6 +47,6 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checkpoint", "checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "memory", "models",
-           "notebook", "platform", "precision", "profile", "results", "resume", "sharding", "software", "text",
-           "train", "wheelhouse", "xla", "__version__"]
+__all__ = ["checkpoint", "checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "memlab", "memory",
+           "models", "notebook", "platform", "precision", "profile", "results", "resume", "sharding", "software",
+           "text", "train", "wheelhouse", "xla", "__version__"]

@@ -5,7 +5,8 @@ saved that are still alive (a leak keeps them); `PeakBytes` follows the tensors 
 phase by phase (the peak during backward decides an out-of-memory error); `address_space_cap_supported` says
 whether a capped CPU process runs out of memory for real here (step 4's script caps itself); `cuda_peak_bytes` is
 the GPU's own peak counter; `bert_parameters`, `zero_per_gpu_bytes` and `zero_max_parameters` are the arithmetic
-for models and setups that do not run here.
+for models and setups that do not run here; `hand_rolled_epochs` runs the usual hand-written accumulation loop and
+counts what each optimizer step applied. Notebook 03's steps call these through `memlab`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterable
 from .measure import PackHooks
 
 __all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "PeakBytes", "address_space_cap_supported",
-           "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes", "zero_max_parameters"]
+           "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes", "zero_max_parameters", "hand_rolled_epochs"]
 
 MiB = 1024**2
 
@@ -189,3 +190,23 @@ def zero_max_parameters(card_bytes: int, num_gpus: int) -> dict[str, int]:
     """The most parameters whose model states fit in `card_bytes` per GPU at each ZeRO stage (no activations)."""
     per_parameter = zero_per_gpu_bytes(1_000_000, num_gpus)
     return {stage: card_bytes * 1_000_000 // nbytes for stage, nbytes in per_parameter.items()}
+
+
+def hand_rolled_epochs(build, loader, k: int, learning_rate: float, num_epochs: int = 2) -> tuple[list[int], int]:
+    """The guide's hand-rolled accumulation loop (`if (i + 1) % k == 0: step`), run for `num_epochs`, counting the
+    micro-batches each optimizer step applied. Returns those counts and the micro-batches left in `.grad`."""
+    import torch
+    import torch.nn.functional as F
+
+    net = build()
+    opt = torch.optim.AdamW(net.parameters(), lr=learning_rate)
+    applied, pending = [], 0
+    for _epoch in range(num_epochs):
+        for i, (x, y) in enumerate(loader):
+            (F.cross_entropy(net(x), y) / k).backward()
+            pending += 1
+            if (i + 1) % k == 0:
+                opt.step()
+                opt.zero_grad()
+                applied, pending = [*applied, pending], 0
+    return applied, pending

@@ -1,0 +1,48 @@
+# Worked solutions to the exercises of notebook 03.
+# The build runs them after the notebook, in its kernel.
+
+# %% Exercise 1
+longer = lab.activation_bytes(build(4 * num_rows), batch_size, 4 * num_rows)
+growth = longer / by_batch[batch_size]
+assert growth >= 3.9, f"four times the tokens should keep about four times as much, got x{growth}"
+print(f"{4 * num_rows} tokens keep {longer / 2**20:.1f} MiB of activations: x{growth:.2f} of "
+      f"{num_rows} tokens. Weights, gradients and AdamW state barely move (the position table).")
+
+# %% Exercise 2
+applied, left = memory.hand_rolled_epochs(build, epoch_loader, 8, learning_rate)
+per_epoch = len(epoch_loader)
+assert applied == [8, 8 + per_epoch % 8] and left == per_epoch % 8, (applied, left)
+print(f"k=8 on {per_epoch} micro-batches an epoch: the steps applied {applied} micro-batches, "
+      f"{left} were never applied. Epoch 1's leftover spilled into epoch 2's first step.")
+
+# %% Exercise 3
+from accelerate.utils import find_executable_batch_size
+
+halving = []
+
+
+@find_executable_batch_size(starting_batch_size=128, reduce_batch_size_fn=lambda: halving[-1] // 2)
+def fits_40(size):
+    halving.append(size)
+    if size > 40:
+        raise RuntimeError("CUDA out of memory.")  # a message Accelerate recognizes
+    return size
+
+
+found = fits_40()
+assert all(b == a // 2 for a, b in zip(halving, halving[1:], strict=False)), halving
+assert found == halving[-1] <= 40 < halving[-2], halving
+print(f"halving tried {halving} and found {found}; x0.9 tries more sizes and finds one "
+      "closer to 40.")
+
+# %% Exercise 4
+with torch.no_grad():
+    alive_no_grad = live_after_each_step(True, backward=False)
+assert alive_no_grad == [0] * leak_steps, alive_no_grad
+print(f"under torch.no_grad(), alive after each step: {alive_no_grad}. No graph: nothing saved.")
+
+# %% Exercise 5
+fits4 = memory.zero_max_parameters(t4_bytes, num_gpus=4)
+assert abs(fits4["stage 3"] / fits4["stage 0"] - 4) < 1e-6, fits4
+print(f"on four T4s ZeRO-3 fits the model states of {fits4['stage 3'] / 1e9:.1f} B parameters, "
+      f"four times one card's {fits4['stage 0'] / 1e9:.1f} B (activations not counted).")

@@ -1,0 +1,454 @@
+"""Notebook 03's steps, each measured behind one short call: it measures, prints what it found, and records it.
+
+The counters and the arithmetic live in `memory` (what a tensor, a model or a ZeRO stage holds) and `sharding`
+(reading what each rank of a launch reported); this module is the proof layer of notebook 03 around them:
+`RowLab` (the seeded model and batches every step uses), then one function per measured lesson, each with a
+docstring that says what it measures and how, and which values it records with `run.record`. Introduced in
+notebook 03.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from .memory import (
+    MiB,
+    PeakBytes,
+    address_space_cap_supported,
+    cuda_peak_bytes,
+    hand_rolled_epochs,
+    tensor_bytes,
+    zero_max_parameters,
+    zero_per_gpu_bytes,
+)
+from .sharding import KINDS, plugin_run, summarize
+
+__all__ = ["RowLab", "show_breakdown", "activation_sweep", "compare_accumulation", "activations_by_accumulation",
+           "show_sync_pattern", "show_hand_rolled", "last_group_scale", "checkpointing_memory", "checkpointing_time",
+           "batch_search", "show_leaks", "AliveTensors", "show_released", "zero_table", "launch_reports",
+           "show_setups", "show_plugin_trap"]
+
+def _max_abs_diff(xs, ys) -> float:
+    return max((x - y).abs().max().item() for x, y in zip(xs, ys, strict=True))
+
+
+def _largest(tensors) -> float:
+    return max(t.abs().max().item() for t in tensors)
+
+
+class RowLab:
+    """Notebook 02's small transformer and its random batches, seeded, on one device (notebook 03's test bench).
+
+    `build(rows)` returns a fresh model with the same starting weights every time; `batch(size, rows, offset)` the
+    same examples for the same arguments; `activation_bytes(model, size, rows)` what autograd saves for backward in
+    one forward pass (`measure.SavedTensors`; the graph is dropped at once). On a CPU it sets one torch thread:
+    small ops gain little from a second OpenMP thread, and stall when the CPU is shared.
+    """
+
+    def __init__(self, device_kind: str, seed: int, rows: int, features: int, width: int, layers: int):
+        import torch
+
+        self.device = torch.device("cuda" if device_kind == "cuda" else "cpu")
+        self.host_of = "" if device_kind in ("cpu", "cuda") else device_kind
+        self.seed, self.rows, self.features, self.width, self.layers = seed, rows, features, width, layers
+        if self.device.type == "cpu":
+            torch.set_num_threads(1)
+
+    def __str__(self) -> str:
+        return f"measuring on {self.device}" + (f" (the host CPU of this {self.host_of})" if self.host_of else "")
+
+    def build(self, rows: int | None = None):
+        from accelerate.utils import set_seed
+
+        from .models import build_row_transformer
+
+        set_seed(self.seed)
+        model = build_row_transformer(rows or self.rows, self.features, self.width, self.layers, num_classes=10)
+        return model.to(self.device)
+
+    def batch(self, size: int, rows: int | None = None, offset: int = 0):
+        import torch
+
+        generator = torch.Generator().manual_seed(self.seed + offset)
+        inputs = torch.randn(size, (rows or self.rows) * self.features, generator=generator)  # (B, T * F)
+        targets = torch.randint(0, 10, (size,), generator=generator)
+        return inputs.to(self.device), targets.to(self.device)
+
+    def activation_bytes(self, model, size: int, rows: int | None = None) -> int:
+        import torch.nn.functional as F
+
+        from .measure import SavedTensors
+
+        inputs, targets = self.batch(size, rows)
+        with SavedTensors() as saved:
+            F.cross_entropy(model(inputs), targets)
+        return saved.activation_bytes
+
+
+def show_breakdown(run, model, fixed: dict[str, int], activation_bytes: int, batch_size: int,
+                   cuda_peak: int | None) -> None:
+    """Print the bytes of each kind against the weights (AdamW: two moments a weight, plus a step per tensor);
+    record `num_parameters` and `cuda_peak_step_bytes` (None without CUDA)."""
+    for name, nbytes in {**fixed, f"activations (batch {batch_size})": activation_bytes}.items():
+        print(f"{name:26} {nbytes / MiB:8.2f} MiB  {nbytes / fixed['weights']:6.2f} x the weights")
+    num_parameters = sum(p.numel() for p in model.parameters())
+    print(f"{num_parameters:,} parameters; AdamW state / weights = {fixed['optimizer_state'] / fixed['weights']:.3f}")
+    print("torch.cuda.max_memory_allocated over backward + step:",
+          f"{cuda_peak / MiB:.1f} MiB" if cuda_peak is not None else "not run (no CUDA device)")
+    run.record(num_parameters=num_parameters, cuda_peak_step_bytes=cuda_peak)
+
+
+def activation_sweep(run, lab: RowLab, model, fixed: dict[str, int], batch_size: int) -> dict[int, int]:
+    """Activation bytes at half, once and twice `batch_size`, and at twice the sequence length; print the growth
+    and record `memory_breakdown`, `activations_by_seq_len` and both growth factors. Returns bytes by batch size."""
+    rows = lab.rows
+    by_batch = {size: lab.activation_bytes(model, size) for size in (batch_size // 2, batch_size, 2 * batch_size)}
+    by_rows = {rows: by_batch[batch_size], 2 * rows: lab.activation_bytes(lab.build(2 * rows), batch_size, 2 * rows)}
+    for size, t, nbytes in [(s, rows, n) for s, n in by_batch.items()] + [(batch_size, 2 * rows, by_rows[2 * rows])]:
+        print(f"batch {size:4}, T={t:4}: activations {nbytes / MiB:7.2f} MiB ({nbytes / size / 1024:.0f} KiB per "
+              "example)")
+    batch_growth, rows_growth = by_batch[2 * batch_size] / by_batch[batch_size], by_rows[2 * rows] / by_rows[rows]
+    print(f"doubling the batch: x{batch_growth:.2f}, doubling T: x{rows_growth:.2f}; weights, gradients and AdamW "
+          f"state stay {sum(fixed.values()) / MiB:.2f} MiB")
+    run.record(memory_breakdown={**fixed, "activations_per_batch": {str(s): n for s, n in by_batch.items()}},
+               activations_by_seq_len={str(t): n for t, n in by_rows.items()},
+               activation_growth_batch_x2=batch_growth, activation_growth_seq_x2=rows_growth)
+    return by_batch
+
+
+def compare_accumulation(run, lab: RowLab, big, big_grads, small, accumulated_grads, k: int,
+                         by_batch: dict[int, int]) -> None:
+    """The accumulated gradients and weights against one big batch's: the largest absolute difference, and relative
+    to the largest value and to the largest change the step made (stepping per micro-batch would differ by about
+    that much). Also the activation bytes of one micro-batch. Records the `accumulation_*` values."""
+    batch_size = max(by_batch) // 2
+    grad_diff = _max_abs_diff(accumulated_grads, big_grads)
+    weight_diff = _max_abs_diff(small.parameters(), big.parameters())
+    weight_change = _max_abs_diff(lab.build().parameters(), big.parameters())  # what the step moved
+    micro_bytes = lab.activation_bytes(big, batch_size // k)
+    print(f"{k} micro-batches of {batch_size // k} vs one batch of {batch_size}: max |gradient difference| "
+          f"{grad_diff:.2e}, {grad_diff / _largest(big_grads):.1e} of the largest")
+    print(f"max |weight difference| after the step {weight_diff:.2e}: {weight_diff / weight_change:.1e} of the "
+          "largest change the step made")
+    print(f"activations per forward: {micro_bytes / MiB:.2f} MiB, not {by_batch[batch_size] / MiB:.2f}")
+    run.record(accumulation_max_abs_grad_diff=grad_diff, accumulation_max_abs_weight_diff=weight_diff,
+               accumulation_relative_grad_diff=grad_diff / _largest(big_grads),
+               accumulation_relative_weight_diff=weight_diff / _largest(big.parameters()),
+               accumulation_largest_step_change=weight_change, accumulation_micro_batch_activation_bytes=micro_bytes)
+
+
+def activations_by_accumulation(run, lab: RowLab, model, k: int, by_batch: dict[int, int]) -> None:
+    """Activation bytes per forward for one effective batch split into 1, 2 and `k` micro-batches; records
+    `activation_bytes_by_accumulation_steps`."""
+    batch_size = max(by_batch) // 2
+    per_k = {kk: by_batch[batch_size] if kk == 1 else lab.activation_bytes(model, batch_size // kk)
+             for kk in sorted({1, 2, k})}
+    for kk, nbytes in per_k.items():
+        print(f"effective batch {batch_size} as {kk} x {batch_size // kk}: {nbytes / MiB:6.2f} MiB of activations "
+              "per forward")
+    print(f"k=1 keeps {per_k[1] / per_k[k]:.1f}x the activations of k={k}: lowering k raises memory; to save "
+          "memory, raise k and shrink the micro-batch")
+    run.record(activation_bytes_by_accumulation_steps={str(kk): v for kk, v in per_k.items()})
+
+
+def show_sync_pattern(run, syncs: list[bool], first_lr: float, last_lr: float, per_epoch: int, k: int) -> None:
+    """From the `sync_gradients` of every micro-batch: how many micro-batches each optimizer step applied, and how
+    often a scheduler that halves the rate at each step stepped. Records `accumulate_*`, `scheduler_steps` and
+    `batches_seen`."""
+    import math
+
+    ends = [i + 1 for i, sync in enumerate(syncs) if sync]  # the micro-batches where a step ran
+    applied = [end - start for start, end in zip([0, *ends], ends, strict=False)]
+    halvings = round(math.log2(first_lr / last_lr))
+    print(f"{per_epoch} micro-batches per epoch, k={k}, {len(syncs) // per_epoch} epochs")
+    print(f"sync_gradients in epoch 1: {''.join('S' if s else '.' for s in syncs[:per_epoch])} (S: the optimizer "
+          "steps)")
+    print(f"Accelerate: micro-batches per optimizer step {applied}; the scheduler stepped {halvings} times for "
+          f"{len(syncs)} batches")
+    run.record(accumulate_micro_batches_per_step=applied, scheduler_steps=halvings,
+               accumulate_sync_pattern_epoch1=syncs[:per_epoch], batches_seen=len(syncs))
+
+
+def show_hand_rolled(run, build, loader, k: int, learning_rate: float) -> None:
+    """Run `hand_rolled_epochs` for two epochs, print and record what each step applied and what was left."""
+    applied, left = hand_rolled_epochs(build, loader, k, learning_rate)
+    print(f"hand-rolled: micro-batches per optimizer step {applied}; {left} left in .grad, never applied")
+    if max(applied) > k:
+        print(f"the hand-rolled loop applied {max(applied)} micro-batches in one step: the end of epoch 1 spilled "
+              "into epoch 2")
+    run.record(hand_rolled_micro_batches_per_step=applied, hand_rolled_never_applied=left)
+
+
+def last_group_scale(run, accelerator, build, loader, k: int) -> None:
+    """The uneven last group of an epoch under `accumulate`: its gradient's norm over the norm of the mean gradient
+    of its examples (one plain backward on them all). Records `last_group_*`."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+
+    micro, (xs, ys) = loader.batch_size, loader.dataset.tensors
+    leftover = len(loader) % k
+    last_x, last_y = xs[-leftover * micro:], ys[-leftover * micro:]
+    reference = build()
+    F.cross_entropy(reference(last_x), last_y).backward()
+    net, dl = accelerator.prepare(build(), DataLoader(TensorDataset(last_x, last_y), batch_size=micro))
+    for x, y in dl:
+        with accelerator.accumulate(net):
+            accelerator.backward(F.cross_entropy(net(x), y))
+
+    def grad_norm(m):
+        return torch.cat([p.grad.flatten() for p in m.parameters()]).norm().item()
+
+    scale = grad_norm(net) / grad_norm(reference)
+    print(f"last group: {leftover} of {k} micro-batches; its gradient is {scale:.3f} x the mean gradient of its "
+          f"examples: a step {1 - scale:.0%} smaller")
+    run.record(last_group_micro_batches=leftover, last_group_gradient_scale=scale)
+
+
+def checkpointing_memory(run, model, forwards: dict, inputs, targets, fixed: dict[str, int]) -> dict[str, float]:
+    """For each forward (plain, checkpointed): what the forward keeps for backward (`SavedTensors`), and the peak of
+    the live tensors in the forward and in the backward phase (`PeakBytes`; gradients count, as backward creates
+    them). Also the loss and the largest gradient difference. Records `checkpointing_*`; returns both ratios."""
+    import torch.nn.functional as F
+
+    from .measure import SavedTensors
+
+    saved, peaks, losses, grads = {}, {}, {}, {}
+    for name, forward in forwards.items():
+        model.zero_grad(set_to_none=True)
+        with SavedTensors() as counter, PeakBytes() as peak:
+            loss = F.cross_entropy(forward(inputs), targets)
+            peak.phase("backward")  # from here on, the peak of the backward pass
+            loss.backward()
+        saved[name], peaks[name], losses[name] = counter.activation_bytes, peak.peaks, loss.item()
+        grads[name] = [p.grad.clone() for p in model.parameters()]
+    backward = {name: peaks[name]["backward"] for name in forwards}
+    for what, count in {"kept by the forward": saved, "peak during backward": backward}.items():
+        plain, ckpt = count["plain"], count["checkpointed"]
+        print(f"{what:21} plain {plain / MiB:6.2f} MiB, checkpointed {ckpt / MiB:6.2f} MiB ({1 - ckpt / plain:.0%} "
+              "less)")
+    grad_gap = _max_abs_diff(grads["plain"], grads["checkpointed"])
+    same = losses["plain"] == losses["checkpointed"]
+    print(f"same loss: {same}; max |gradient difference| {grad_gap:.1e}; weights, gradients, AdamW state unchanged "
+          f"({sum(fixed.values()) / MiB:.2f} MiB)")
+    ratios = {"saved": saved["checkpointed"] / saved["plain"], "peak": backward["checkpointed"] / backward["plain"]}
+    run.record(checkpointing_activation_bytes=saved, checkpointing_peak_bytes=peaks,
+               checkpointing_activation_bytes_ratio=ratios["saved"], checkpointing_backward_peak_ratio=ratios["peak"],
+               checkpointing_max_abs_grad_diff=grad_gap, checkpointing_same_loss=same)
+    return ratios
+
+
+def checkpointing_time(run, model, forwards: dict, inputs, targets, trials: int) -> dict:
+    """Time a training step with each forward, alternately after a warm-up (`measure.interleaved_timings`). On a CPU
+    the clock is this process's CPU time (`time.process_time`), which other programs cannot inflate; on a GPU it
+    is wall time, after a synchronize. The ratio of the medians is resolved when every checkpointed step took
+    longer than every plain one; otherwise it is printed as not resolved. Records the times, the ratio, whether it
+    is resolved, the clock and the GPU peaks (None without CUDA); returns the ratio and whether it is resolved."""
+    import time
+
+    import torch
+    import torch.nn.functional as F
+
+    from .measure import interleaved_timings, spread
+
+    cuda = inputs.device.type == "cuda"
+
+    def step(forward):
+        model.zero_grad()
+        F.cross_entropy(forward(inputs), targets).backward()
+        if cuda:
+            torch.cuda.synchronize()  # GPU work is asynchronous: wait for it before reading the clock
+
+    candidates = {name: (lambda f=forward: step(f)) for name, forward in forwards.items()}
+    clock = time.perf_counter if cuda else time.process_time
+    times = interleaved_timings(candidates, repeats=trials, warmup=1, clock=clock)
+    peaks = {name: cuda_peak_bytes(fn) for name, fn in candidates.items()}
+    s = {name: spread(t) for name, t in times.items()}
+    for name, row in s.items():
+        print(f"{name:13} median {1000 * row['median']:7.1f} ms/step (min {1000 * row['min']:.1f}, max "
+              f"{1000 * row['max']:.1f}, n={row['n']}, clock {clock.__name__})")
+    ratio = s["checkpointed"]["median"] / s["plain"]["median"]
+    resolved = s["checkpointed"]["min"] > s["plain"]["max"]
+    print(f"checkpointed / plain time: {ratio:.2f}" + ("" if resolved else " (the ranges overlap: not resolved on "
+                                                        "this machine)"))
+    run.record(checkpointing_step_times_s=times, checkpointing_step_time_ratio=ratio, timing_clock=clock.__name__,
+               checkpointing_step_time_resolved=resolved, checkpointing_cuda_peak_bytes=peaks)
+    return {"ratio": ratio, "resolved": resolved}
+
+
+def batch_search(run, launch: str, out, device_type: str, budget_mib: int) -> dict | None:
+    """Run step 4's `find_batch_size.py` (the `launch` command line, with this kernel's Python, under the launch
+    guard) and read its REPORT line; print and record the sizes tried, the errors, whether each size is int(0.9 x
+    the previous one), and which exceptions Accelerate retries. On a CPU where RLIMIT_AS is not enforced it does not
+    run (returns None, and records why)."""
+    import json
+    import os
+    import shlex
+    import sys
+
+    from accelerate.utils.memory import should_reduce_batch_size
+
+    from .launch import run_launch
+
+    capped, reason = address_space_cap_supported()
+    budget = budget_mib if device_type == "cpu" else 0
+    run.record(batch_search_ran=device_type == "cuda" or capped, batch_search_reason=reason)
+    if not (device_type == "cuda" or capped):
+        print(f"step 4 did not run: {reason}; on a CUDA GPU it runs against the card's memory")
+        return None
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "LD_PRELOAD": "",  # glibc's malloc, and big blocks from
+           "MALLOC_MMAP_THRESHOLD_": "65536"}  # mmap: the address space follows the tensors
+    cmd = [sys.executable, *shlex.split(launch)[1:]]  # `python`: this kernel's Python
+    lines = run_launch(cmd, timeout=600, env=env, cwd=out).stdout.splitlines()
+    search = json.loads(next(line[len("REPORT "):] for line in lines if line.startswith("REPORT ")))
+    tried, errors = search["batch_sizes_tried"], search["errors"]
+    follows = all(b == int(a * 0.9) for a, b in zip(tried, tried[1:], strict=False))
+    print(f"on {search['device']}, " + (f"budget {budget} MiB: {reason}" if budget else "no cap"))
+    print(f"tried {tried} -> {search['found_batch_size']} ({len(errors)} out-of-memory errors); each size is "
+          f"int(0.9 x the previous one): {follows}")
+    if errors:
+        print("first error:", errors[0])
+    print(f"a second call of the decorated function tried {search['second_call_tried']}")
+    first = errors[0] if errors else "CUDA out of memory."
+    retried = {"this RuntimeError": should_reduce_batch_size(RuntimeError(first)),
+               "the same text in a ValueError": should_reduce_batch_size(ValueError(first)),
+               "MemoryError()": should_reduce_batch_size(MemoryError())}
+    print("find_executable_batch_size retries after:", retried)
+    run.record(found_batch_size=search["found_batch_size"], batch_sizes_tried=tried, budget_bytes=budget * MiB,
+               cap_bytes=search["cap_bytes"], oom_errors=len(errors), oom_error_first=errors[:1],
+               search_follows_x09=follows, second_call_tried=search["second_call_tried"],
+               search_device=search["device"], retry_predicate=retried)
+    return search
+
+
+def show_leaks(run, runs: dict[str, list[int]], one_batch: int) -> None:
+    """From the live activation bytes after each step of each loop: the growth over the loop, and what one kept loss
+    tensor held, in batches of activations. Records `leak_*` and `*_leak_growth_bytes` (the first loop is the
+    leak, the second `.item()`, the third the training loop)."""
+    growth = {name: alive[-1] - alive[0] for name, alive in runs.items()}
+    for name, alive in runs.items():
+        print(f"{name:42} alive after each step (MiB): {[round(a / MiB, 1) for a in alive]}")
+    leak, no_leak, train_growth = growth.values()
+    steps = len(next(iter(runs.values())))
+    print(f"growth over {steps} steps: {leak / MiB:.2f} MiB kept by the loss tensors, {no_leak / MiB:.2f} MiB with "
+          f".item(), {train_growth / MiB:.2f} MiB in the training loop")
+    print(f"each kept loss tensor held {leak / (steps - 1) / one_batch:.2f} x one batch of activations")
+    run.record(leak_growth_bytes=leak, no_leak_growth_bytes=no_leak, train_loop_leak_growth_bytes=train_growth,
+               leak_live_bytes_per_step=runs)
+
+
+class AliveTensors:
+    """Weak references to a model's weights and gradients and an optimizer's state: `nbytes()` counts those still
+    alive, without keeping any of them alive."""
+
+    def __init__(self, model, optimizer):
+        params = list(model.parameters())
+        state = [v for s in optimizer.state.values() for v in s.values()]
+        self._refs = [weakref.ref(t) for t in [*params, *(p.grad for p in params if p.grad is not None), *state]]
+
+    def nbytes(self) -> int:
+        return tensor_bytes(t for t in (ref() for ref in self._refs) if t is not None)
+
+
+def show_released(run, released: dict[str, int]) -> None:
+    """Print what stayed alive after each call; records `free_memory_alive_bytes`."""
+    for name, nbytes in released.items():
+        print(f"{name:46} {nbytes / MiB:6.2f} MiB of weights, gradients and AdamW state alive")
+    before, alone, assigned = list(released.values())[:3]
+    print(f"free_memory() alone released {(before - alone) / MiB:.2f} MiB; assigning what it returned released "
+          f"{(alone - assigned) / MiB:.2f} MiB")
+    run.record(free_memory_alive_bytes=released)
+
+
+def zero_table(run, num_parameters: int, card_bytes: int, num_gpus: int = 2, name: str = "this model") -> None:
+    """The ZeRO paper's arithmetic for a model of `num_parameters` on `num_gpus` cards of `card_bytes`: model-state
+    bytes per GPU at each stage, their share of a card, and the most parameters whose states fit a card; printed
+    with what it concludes. Records `zero_table`, `zero_per_gpu_bytes`, `zero_max_parameters`."""
+    from .results import show_table
+
+    zero, fits = zero_per_gpu_bytes(num_parameters, num_gpus), zero_max_parameters(card_bytes, num_gpus)
+    split = {"stage 0": "nothing", "stage 1": "optimizer states", "stage 2": "+ gradients", "stage 3": "+ weights"}
+    table = {stage: {"per_gpu_gib": round(nbytes / 1024**3, 3), "split": split[stage],
+                     "t4_share": round(nbytes / card_bytes, 3), "max_parameters": fits[stage]}
+             for stage, nbytes in zero.items()}
+    show_table({stage: f"{row['per_gpu_gib']} GiB per GPU ({row['t4_share']:.0%} of a T4), split: {row['split']}; "
+                       f"a T4 fits the states of {row['max_parameters'] / 1e9:.1f} B parameters"
+                for stage, row in table.items()})
+    freed = (zero["stage 0"] - zero["stage 2"]) / 1024**3
+    needs = "needs no ZeRO" if zero["stage 0"] < card_bytes else "does not fit one card without ZeRO"
+    print(f"So: {name} {needs}: its model states fill {zero['stage 0'] / card_bytes:.0%} of one T4. On "
+          f"{num_gpus} T4s, ZeRO-2 frees {freed:.1f} GiB per GPU for activations. ZeRO-3 raises the largest model "
+          f"whose states fit from {fits['stage 0'] / 1e9:.1f} B to {fits['stage 3'] / 1e9:.1f} B parameters.")
+    run.record(zero_table=table, zero_per_gpu_bytes=zero, zero_max_parameters=fits)
+
+
+def launch_reports(launch: str, out, report_dir: str = "zero_reports", expected: int = 2):
+    """Run the `launch` command line (torchrun, found beside this kernel's Python) in `out` under the launch guard,
+    one OpenMP thread a process, into a fresh `out/report_dir`. Returns the ranks' reports, the finished process
+    (its stdout and stderr) and the seconds the launch took."""
+    import os
+    import shlex
+    import shutil
+    import sys
+    import time
+    from pathlib import Path
+
+    from .launch import read_reports, run_launch
+
+    reports = Path(out) / report_dir
+    shutil.rmtree(reports, ignore_errors=True)
+    reports.mkdir()
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    start = time.perf_counter()
+    done = run_launch(shlex.split(launch), timeout=600, cwd=out, env=env)
+    seconds = time.perf_counter() - start
+    found = read_reports(reports, expected=expected, launcher_log=done.stderr)
+    print(f"{len(found)} reports in {seconds:.1f} s")
+    return found, done, seconds
+
+
+def show_setups(run, reports: list[dict], launch: str, launch_s: float) -> dict[str, dict]:
+    """`summarize` the reports (FSDP2's first step sets it up: dropped), print KiB per rank of each kind, the loss
+    difference to DDP and the step time, then each FSDP2 setup's share of DDP's bytes. Records the `zero_fsdp2_*`
+    values; returns the rows."""
+    rows = summarize(reports, warmup=1)
+    columns = {"weights": "weights", "grads": "grads", "optimizer_state": "AdamW",
+               "weights_between_forward_and_backward": "fwd->bwd"}
+    print(f"{'KiB on rank 0/1':18}" + "".join(f"{c:>12}" for c in columns.values()) + "  loss diff  ms/step")
+    for name, row in rows.items():
+        kib = ["/".join(str(round(b / 1024)) for b in row[f"{kind}_bytes_per_rank"]) for kind in columns]
+        print(f"{name:18}" + "".join(f"{k:>12}" for k in kib),
+              f" {row['max_abs_loss_diff_to_ddp']:9.1e} {1000 * row['step_time_s']['median']:8.0f}")
+    fsdp, keep, world = rows["fsdp2_reshard"], rows["fsdp2_no_reshard"], reports[0]["world_size"]
+    print(f"Each FSDP2 rank holds {fsdp['weights_share_of_ddp']:.2f} of DDP's weights, "
+          f"{fsdp['grads_share_of_ddp']:.2f} of its gradients and {fsdp['optimizer_state_share_of_ddp']:.2f} of its "
+          f"AdamW state: about 1/{world} each.")
+    between = "weights_between_forward_and_backward_share_of_ddp"
+    print(f"Between forward and backward, reshard_after_forward=True held {fsdp[between]:.2f} of the weights, False "
+          f"{keep[between]:.2f}.")
+    worst = max(row["max_abs_loss_diff_to_ddp"] for row in rows.values())
+    print(f"Largest loss difference to DDP: {worst:.1e}. Step time over DDP's: {fsdp['step_time_over_ddp']:.1f}x and "
+          f"{keep['step_time_over_ddp']:.1f}x (gloo on a shared CPU: not a GPU's speed).")
+    shares = {name: {kind: round(row[f"{kind}_share_of_ddp"], 4) for kind in KINDS}
+              for name, row in rows.items() if name != "ddp"}
+    run.record(zero_fsdp2_launch=launch, zero_fsdp2_launch_s=launch_s, zero_fsdp2_setups=rows,
+               zero_fsdp2_world_size=world, zero_fsdp2_backend=reports[0]["backend"],
+               zero_fsdp2_num_parameters=reports[0]["num_parameters"], zero_fsdp2_share_of_ddp=shares,
+               zero_fsdp2_max_abs_loss_diff=worst)
+    return rows
+
+
+def show_plugin_trap(run, reports: list[dict], rows: dict[str, dict], launch_output: str) -> dict:
+    """What Accelerate's FSDP plugin made of the model on CPU processes (`plugin_run`), against DDP's bytes, and the
+    lines the launch printed about FSDP. Records `accelerate_fsdp_plugin_*`; returns the run."""
+    trap = plugin_run(reports)
+    said = [line for line in launch_output.splitlines() if "fsdp" in line.lower()]
+    print(f"distributed type {trap['distributed_type']}; prepare() returned {trap['prepared_as']}")
+    for kind in KINDS:
+        ddp = rows["ddp"][f"{kind}_bytes_per_rank"]
+        print(f"  {kind:16} bytes per rank {trap[f'{kind}_bytes_per_rank']} (DDP: {ddp})")
+    print(f"sharded anything: {trap['sharded']}; lines the launch printed about FSDP: {len(said)}")
+    run.record(accelerate_fsdp_plugin_run=trap, accelerate_fsdp_plugin_sharded=trap["sharded"],
+               accelerate_fsdp_plugin_output_lines=said)
+    return trap
