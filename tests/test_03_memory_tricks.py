@@ -548,3 +548,37 @@ def test_sharding_plugin_run_sees_a_shard_on_any_rank():
     assert sharding.plugin_run(reports)["sharded"] is False
     reports[1]["accelerate_plugin"]["grads"] = 50
     assert sharding.plugin_run(reports)["sharded"] is True
+
+
+class _Run:
+    """What memlab's steps use of `results.Run`: `record`."""
+
+    def __init__(self):
+        self.values = {}
+
+    def record(self, **values):
+        self.values.update(values)
+
+
+def test_memlab_batch_search_without_an_enforced_cap_records_why(monkeypatch, capsys):
+    """On macOS or Windows (RLIMIT_AS not enforced) a CPU run of step 4 does not launch, and says why."""
+    from freegpu import memlab
+
+    monkeypatch.setattr(memlab, "address_space_cap_supported", lambda: (False, "darwin does not enforce RLIMIT_AS"))
+    run = _Run()
+    assert memlab.batch_search(run, "python find_batch_size.py", ".", "cpu", 48) is None
+    assert run.values == {"batch_search_ran": False, "batch_search_reason": "darwin does not enforce RLIMIT_AS"}
+    assert "step 4 did not run" in capsys.readouterr().out
+
+
+def test_memlab_zero_table_concludes_from_the_numbers(capsys):
+    from freegpu import memlab
+
+    run = _Run()
+    memlab.zero_table(run, 2 * 10**9, 15360 * MiB, num_gpus=2, name="a 2 B model")  # 32 GB of states
+    assert "a 2 B model does not fit one card without ZeRO" in capsys.readouterr().out
+    assert run.values["zero_per_gpu_bytes"] == memory.zero_per_gpu_bytes(2 * 10**9, 2)
+    memlab.zero_table(run, 10**9, 15360 * MiB, num_gpus=2, name="a 1 B model")  # 99% of a T4
+    assert "a 1 B model fits one card without ZeRO, with little left" in capsys.readouterr().out
+    memlab.zero_table(run, memory.bert_parameters(), 15360 * MiB, num_gpus=2, name="bert-base")
+    assert "bert-base needs no ZeRO" in capsys.readouterr().out

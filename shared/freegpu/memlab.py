@@ -363,7 +363,8 @@ def show_released(run, released: dict[str, int]) -> None:
 def zero_table(run, num_parameters: int, card_bytes: int, num_gpus: int = 2, name: str = "this model") -> None:
     """The ZeRO paper's arithmetic for a model of `num_parameters` on `num_gpus` cards of `card_bytes`: model-state
     bytes per GPU at each stage, their share of a card, and the most parameters whose states fit a card; printed
-    with what it concludes. Records `zero_table`, `zero_per_gpu_bytes`, `zero_max_parameters`."""
+    with what it concludes (no ZeRO needed while the states take under half a card). Records `zero_table`,
+    `zero_per_gpu_bytes`, `zero_max_parameters`."""
     from .results import show_table
 
     zero, fits = zero_per_gpu_bytes(num_parameters, num_gpus), zero_max_parameters(card_bytes, num_gpus)
@@ -375,7 +376,9 @@ def zero_table(run, num_parameters: int, card_bytes: int, num_gpus: int = 2, nam
                        f"a T4 fits the states of {row['max_parameters'] / 1e9:.1f} B parameters"
                 for stage, row in table.items()})
     freed = (zero["stage 0"] - zero["stage 2"]) / 1024**3
-    needs = "needs no ZeRO" if zero["stage 0"] < card_bytes else "does not fit one card without ZeRO"
+    share = zero["stage 0"] / card_bytes
+    needs = ("needs no ZeRO" if share < 0.5 else "fits one card without ZeRO, with little left for activations"
+             if share < 1 else "does not fit one card without ZeRO")
     print(f"So: {name} {needs}: its model states fill {zero['stage 0'] / card_bytes:.0%} of one T4. On "
           f"{num_gpus} T4s, ZeRO-2 frees {freed:.1f} GiB per GPU for activations. ZeRO-3 raises the largest model "
           f"whose states fit from {fits['stage 0'] / 1e9:.1f} B to {fits['stage 3'] / 1e9:.1f} B parameters.")
