@@ -10,7 +10,15 @@ import torch
 from torch.utils.data import TensorDataset
 
 from freegpu.data import CostlyDataset
-from freegpu.measure import loader_throughput
+from freegpu.measure import (
+    LoaderComparison,
+    compare_loaders,
+    is_resolved,
+    loader_throughput,
+    ratio_line,
+    spread,
+    workers_verdict,
+)
 from freegpu.xla import xla_status
 
 
@@ -28,6 +36,30 @@ def test_loader_throughput_records_dataloader_warnings():
     too_many = os.cpu_count() + 2
     result = loader_throughput(base, batch_size=4, num_workers=too_many)
     assert any("suggested max number of worker" in w for w in result["warnings"])
+
+
+def test_compare_loaders_interleaves_settings_and_pairs_their_trials():
+    small, large = TensorDataset(torch.zeros(8, 2), torch.zeros(8)), TensorDataset(torch.zeros(64, 2), torch.zeros(64))
+    compared = compare_loaders({"small": {"dataset": small}, "large": {"dataset": large, "batch_size": 8}},
+                               repeats=2, batch_size=4)
+    assert list(compared.passes) == ["small", "large"] and all(len(v) == 2 for v in compared.passes.values())
+    assert compared.samples_per_s["large"]["n"] == 2 and compared.warnings == {"small": [], "large": []}
+    ratio = compared.ratio("large", "small")
+    assert ratio["min"] == min(a / b for a, b in zip(compared.passes["large"], compared.passes["small"], strict=True))
+
+
+def test_a_ratio_whose_spread_includes_one_is_not_resolved():
+    assert is_resolved(spread([1.1, 1.2, 1.3])) and not is_resolved(spread([0.9, 1.0, 1.2]))
+    assert ratio_line("a / b", spread([0.9, 1.0, 1.2])).endswith("not resolved on this machine")
+    assert ratio_line("a / b", spread([1.1, 1.2, 1.3])) == "a / b: 1.20 (min 1.10, max 1.30, 3 trials)"
+
+
+def test_workers_verdict_names_the_fastest_and_judges_the_rule():
+    spreads = {0: spread([90, 100, 110]), 2: spread([95, 105, 120]), 8: spread([40, 50, 60])}
+    best, ok, text = workers_verdict(LoaderComparison({}, spreads, {8: ["too many"]}), 0, "the rule")
+    assert best == 2 and ok is True and "within the spread" in text and "PyTorch said: too many" in text
+    best, ok, text = workers_verdict(LoaderComparison({}, spreads, {8: []}), 8, "the rule")
+    assert ok is False and "outside the spread" in text and "PyTorch said: nothing" in text
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_xla") is not None, reason="torch_xla is installed here")

@@ -142,3 +142,18 @@ def test_describe_dirs_says_where_the_run_writes(tmp_path):
     kaggle = platform.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
     hosted = platform.platform_dirs(kaggle)
     assert f"inputs: {hosted.input_dir}" in platform.describe_dirs(kaggle, hosted, hosted.working_dir / "00")
+
+
+def test_shown_path_hides_this_machines_folders(tmp_path, monkeypatch):
+    """Printed paths: the hosted platforms' folders as they are; elsewhere relative to the current folder, or only
+    the last part (notebooks 00 and 04 print no absolute path of the machine they ran on)."""
+    monkeypatch.chdir(tmp_path)
+    local = platform.PlatformInfo("headless", False, False, "test")
+    assert platform.shown_path(tmp_path / "outputs" / "00", local) == "./outputs/00"
+    assert platform.shown_path(tmp_path, local) == "."
+    assert platform.shown_path("/somewhere/else/results", local) == ".../results"
+    assert platform.shown_path("/tmp", local) == "/tmp"
+    kaggle = platform.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "Batch"})
+    assert platform.shown_path("/kaggle/working/x", kaggle) == "/kaggle/working/x"
+    text = platform.describe_dirs(local, platform.platform_dirs(local), "/somewhere/else/results")
+    assert str(tmp_path) not in text and ".../results (output_dir was given" in text

@@ -2,7 +2,9 @@
 
 `interleaved_timings` and `spread`: notebook 01 (what Accelerate costs per step), reused by 02-05;
 `python_overhead`: notebook 01 (where that cost goes); `captured_native_stderr`: notebook 01 (the profiler's log).
-`SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`: notebook 04.
+`SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`,
+`compare_loaders`, `ratio_spread`, `is_resolved`, `ratio_line`, `workers_verdict` and `plot_experiments`:
+notebook 04.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 
 __all__ = ["interleaved_timings", "spread", "python_overhead", "captured_native_stderr", "PackHooks", "SavedTensors",
-           "loader_throughput"]
+           "loader_throughput", "compare_loaders", "ratio_line", "workers_verdict", "plot_experiments",
+           "LoaderComparison"]
 
 
 def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
@@ -191,3 +195,101 @@ def loader_throughput(dataset, epochs: int = 1, **loader_kwargs) -> dict:
         del loader  # stops persistent workers
     return {"samples_per_s": samples / elapsed, "first_batch_s": first_batch,
             "warnings": sorted({str(w.message) for w in caught})}
+
+
+@dataclass
+class LoaderComparison:
+    """What `compare_loaders` measured: each setting's passes (samples/s), their spread, its DataLoader's warnings."""
+
+    passes: dict
+    samples_per_s: dict
+    warnings: dict
+
+    def ratio(self, numerator, denominator) -> dict[str, float]:
+        """The spread of `numerator`'s samples/s over `denominator`'s, trial by trial (`ratio_spread`)."""
+        return ratio_spread(self.passes[numerator], self.passes[denominator])
+
+    def lines(self, prefix: str = "") -> str:
+        """One line per setting: its median samples/s, with min and max."""
+        return "\n".join(f"{prefix}{label!s:<4} {s['median']:6.0f} samples/s (min {s['min']:.0f}, max {s['max']:.0f})"
+                         for label, s in self.samples_per_s.items())
+
+
+def compare_loaders(settings: dict, repeats: int = 3, epochs: int = 1, **common) -> LoaderComparison:
+    """Samples/s of `DataLoader(**common, **setting)` for each setting, `repeats` passes each, interleaved.
+
+    Interleaved: pass 1 of every setting, then pass 2 of every setting, and so on, so that all settings see the
+    same machine load. A setting (or `common`) may hold `dataset`, the dataset it reads; every other key is a
+    `DataLoader` argument. `warnings` are those of each setting's first pass (notebook 04).
+    """
+    passes = {label: [] for label in settings}
+    warned = {}
+    for _ in range(repeats):
+        for label, setting in settings.items():
+            kwargs = {**common, **setting}
+            measured = loader_throughput(kwargs.pop("dataset"), epochs=epochs, **kwargs)
+            passes[label].append(measured["samples_per_s"])
+            warned.setdefault(label, measured["warnings"])
+    return LoaderComparison(passes, {label: spread(values) for label, values in passes.items()}, warned)
+
+
+def ratio_spread(numerators: list[float], denominators: list[float]) -> dict[str, float]:
+    """The spread of per-trial ratios of two interleaved measurements (trial i over trial i), notebook 04."""
+    return spread([a / b for a, b in zip(numerators, denominators, strict=True)])
+
+
+def is_resolved(ratio: dict[str, float]) -> bool:
+    """Whether a ratio's spread excludes 1: if some trials went each way, the difference is not resolved here."""
+    return not ratio["min"] <= 1 <= ratio["max"]
+
+
+def ratio_line(what: str, ratio: dict[str, float]) -> str:
+    """`what: median (min, max)` of a ratio's spread, ending "not resolved on this machine" if it includes 1."""
+    line = f"{what}: {ratio['median']:.2f} (min {ratio['min']:.2f}, max {ratio['max']:.2f}, {ratio['n']} trials)"
+    return line if is_resolved(ratio) else f"{line}: not resolved on this machine"
+
+
+def workers_verdict(by_workers: LoaderComparison, rule_workers: int, rule_reason: str) -> tuple[int, bool, str]:
+    """The fastest worker count, whether the rule's count was the fastest or within its spread, and what to print.
+
+    `by_workers` is `compare_loaders` over worker counts (ascending; the last is "4 x cores", whose warnings are
+    quoted). The rule is within the spread when its best pass reached the fastest count's worst (notebook 04).
+    """
+    samples_per_s = by_workers.samples_per_s
+    oversubscribed = by_workers.warnings[list(samples_per_s)[-1]]
+    counts = list(samples_per_s)
+    best_count = max(counts, key=lambda n: samples_per_s[n]["median"])
+    best, rule = samples_per_s[best_count], samples_per_s[rule_workers]
+    in_spread = rule["max"] >= best["min"]
+    lines = [f"Fastest here: num_workers={best_count}, {best['median']:.0f} samples/s (median).",
+             f"The rule ({rule_reason}) gave num_workers={rule_workers}: "
+             + ("the fastest." if rule_workers == best_count else
+                f"{rule['median'] / best['median']:.0%} of the fastest, "
+                + ("within the spread of the passes." if in_spread else "outside the spread.")),
+             f"'4 x cores' = {counts[-1]} workers: {samples_per_s[counts[-1]]['median'] / best['median']:.0%} of "
+             f"the fastest; PyTorch said: {' '.join(oversubscribed) or 'nothing'}"]
+    return best_count, rule_workers == best_count or in_spread, "\n".join(lines)
+
+
+def plot_experiments(experiments: dict[str, dict[str, dict]], title: str, path) -> None:
+    """One horizontal bar chart per experiment (medians, min-max as error bars), side by side, saved to `path`.
+
+    `experiments` maps an experiment's name to `{setting: spread}`. Each experiment gets its own axis, because
+    their numbers come from different loads (a full pass, two short epochs) and must not be compared bar to bar
+    (notebook 04).
+    """
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(experiments), figsize=(4.2 * len(experiments), 3.2), squeeze=False)
+    for ax, (name, spreads) in zip(axes[0], experiments.items(), strict=True):
+        labels = [str(label) for label in spreads]
+        medians = [s["median"] for s in spreads.values()]
+        errors = [[s["median"] - s["min"] for s in spreads.values()],
+                  [s["max"] - s["median"] for s in spreads.values()]]
+        ax.barh(labels, medians, xerr=errors, color="tab:blue", capsize=3)
+        ax.set(title=name, xlabel="samples / s (median, min-max)")
+        ax.invert_yaxis()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.show()

@@ -21,6 +21,7 @@ __all__ = [
     "resolve_output_dir",
     "describe_dirs",
     "shown_path",
+    "hosted_locations",
     "rehearsal_dirs",
     "has_internet",
     "read_only_input",
@@ -178,6 +179,19 @@ def describe_dirs(info: PlatformInfo, dirs: PlatformDirs, out: Path | str) -> st
     return (f"inputs: {inputs}\nworking folder (outputs when output_dir is empty): "
             f"{shown_path(dirs.working_dir, info)}  (kept after the session: {dirs.working_persists})\n"
             f"scratch: {shown_path(dirs.scratch_dir, info)}\n{writes}")
+
+
+def hosted_locations() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Where Kaggle (a "Save Version" run) and Colab put scratch files, inputs and saved outputs, and each one's
+    note, found by `detect_platform` and `platform_dirs` from each platform's signals (notebook 04)."""
+    hosts = {"Kaggle": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}, "Colab": {"COLAB_RELEASE_TAG": "any"}}
+    locations, notes = {}, {}
+    for name, signals in hosts.items():
+        hosted = platform_dirs(detect_platform(signals))
+        locations[name] = {"scratch": str(hosted.scratch_dir), "inputs": str(hosted.input_dir),
+                           "saved outputs": str(hosted.working_dir)}
+        notes[name] = hosted.note
+    return locations, notes
 
 
 def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None = None) -> Path:

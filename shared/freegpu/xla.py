@@ -9,8 +9,14 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import warnings
 
-__all__ = ["xla_status"]
+__all__ = ["is_installed", "xla_status", "metric_count", "old_name_warnings", "compiles_per_step"]
+
+
+def is_installed() -> bool:
+    """Whether torch_xla is installed, found without importing it (importing it would start its runtime)."""
+    return importlib.util.find_spec("torch_xla") is not None
 
 
 def xla_status() -> tuple[bool, str]:
@@ -20,7 +26,7 @@ def xla_status() -> tuple[bool, str]:
     (`notebook_launcher` needs it to detect one), `CPU` for XLA's CPU backend. Its compile and transfer counts
     are read in the notebook with `torch_xla.debug.metrics.metric_data`.
     """
-    if importlib.util.find_spec("torch_xla") is None:
+    if not is_installed():
         return False, ("torch_xla is not installed in this environment. It pairs with one torch release "
                        "(torch_xla 2.9.0 with torch 2.9.0): use a TPU runtime on Colab/Kaggle, or `make test-xla`.")
     version = importlib.metadata.version("torch_xla")
@@ -28,3 +34,46 @@ def xla_status() -> tuple[bool, str]:
     if not device:
         return False, f"torch_xla {version} is installed, but PJRT_DEVICE is not set (TPU, CPU or CUDA)"
     return True, f"torch_xla {version} with PJRT_DEVICE={device}"
+
+
+def metric_count(name: str) -> int:
+    """How often this process did `name` so far, e.g. "CompileTime" or "TransferFromDeviceTime" (notebook 04).
+
+    `torch_xla.debug.metrics.metric_data(name)` is `(count, total, samples)`, or None before the first one.
+    """
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data(name)
+    return data[0] if data else 0
+
+
+def old_name_warnings() -> list[str]:
+    """The DeprecationWarnings of the old names `xm.xla_device()` and `xm.mark_step()`, which point to the new
+    `torch_xla.device()` and `torch_xla.sync()` (notebook 04). Calls both once."""
+    import torch_xla.core.xla_model as xm
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        xm.xla_device(), xm.mark_step()
+    return sorted({str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)})
+
+
+def compiles_per_step(make_model, batches, device, lr: float = 3e-3) -> list[int]:
+    """Train `make_model()` with AdamW on `batches` (inputs, targets; targets -100 are ignored), one
+    `torch_xla.sync()` per step; return this process's compile count after each step, counted from the start
+    (notebook 04's step 4: a new batch shape is a new compile)."""
+    import torch
+    import torch.nn.functional as F
+    import torch_xla
+
+    model = make_model()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    counts, start = [], metric_count("CompileTime")
+    for inputs, targets in batches:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model(inputs.to(device)), targets.to(device), ignore_index=-100)
+        loss.backward()
+        optimizer.step()
+        torch_xla.sync()
+        counts.append(metric_count("CompileTime") - start)
+    return counts

@@ -1,0 +1,51 @@
+# Worked solutions to the exercises of notebook 04.
+# The build runs them after the notebook, in its kernel.
+
+# %% Exercise 1
+free = CostlyDataset(dataset.base, 0.0)  # the same samples, no work per sample
+counts = sorted({0, 2, rule_workers})
+cheap = measure.compare_loaders({n: {"num_workers": n} for n in counts}, dataset=free,
+                                batch_size=batch_size)
+print(cheap.lines("num_workers="))
+winner = max(counts, key=lambda n: cheap.samples_per_s[n]["median"])
+assert winner in counts and all(s["n"] == 3 for s in cheap.samples_per_s.values())
+print(f"With cost_ms=0 the fastest here is num_workers={winner}. With no work per sample, workers "
+      "have nothing to do in parallel: they only add start-up and pickle every batch back.")
+
+# %% Exercise 2
+n = len(data.train)
+kept_shapes = {len(x) for x, _ in DataLoader(data.train, batch_size=50)}
+dropped_shapes = {len(x) for x, _ in DataLoader(data.train, batch_size=50, drop_last=True)}
+assert dropped_shapes == {50}, dropped_shapes
+assert len(kept_shapes) == (1 if n % 50 == 0 else 2), kept_shapes
+print(f"{n} digits in batches of 50: {len(kept_shapes)} batch shape(s) {sorted(kept_shapes)} "
+      f"without drop_last, {len(dropped_shapes)} with it. On XLA each shape is one more compile "
+      "(and a second step compiles once more while AdamW creates its state, as step 4 counted).")
+
+# %% Exercise 3
+path = dirs.scratch_dir / "freegpu-04-rows.npy"
+write_memmap(path, rows)
+try:
+    in_workers = measure.compare_loaders(
+        {"memory": {"dataset": TensorDataset(torch.from_numpy(rows), torch.from_numpy(labels))},
+         "memmap": {"dataset": MemmapDataset(path, labels)}},
+        batch_size=batch_size, shuffle=True, num_workers=2)
+finally:
+    path.unlink()
+with_two = in_workers.ratio("memmap", "memory")
+apart = with_two["min"] > ratios["max"] or with_two["max"] < ratios["min"]
+assert with_two["n"] == 3 and with_two["min"] > 0, with_two
+print(measure.ratio_line("with num_workers=2, memmap / in memory", with_two))
+print(f"In the loop (step 2) it was {ratios['median']:.2f}; the change is "
+      + ("resolved: the two spreads do not overlap." if apart else
+         "not resolved on this machine: the two spreads overlap."))
+
+# %% Exercise 4
+from freegpu.launch import launcher_branch
+
+kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}
+with_pjrt = launcher_branch(8, gpu_count=0, environ={**kaggle, "PJRT_DEVICE": "TPU"})
+without_pjrt = launcher_branch(8, gpu_count=0, environ=kaggle)
+assert with_pjrt.name == "tpu" and without_pjrt.name != "tpu", (with_pjrt, without_pjrt)
+print(f"Kaggle with PJRT_DEVICE=TPU: branch {with_pjrt.name!r}. {with_pjrt.description}")
+print(f"Without it: branch {without_pjrt.name!r}. {without_pjrt.description}")
