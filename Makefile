@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine (see README):
 #   make course   create .venv, install the pinned set, run every notebook headless, build build/out/
-#   make test     same set-up, then the tests: the main lane, then the XLA lane
+#   make test     every environment (built side by side), then the tests: the main, XLA and image lanes
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -21,7 +21,7 @@ IMAGE_VENVS := .venv-images
 IMAGE_LANES := colab-gpu kaggle-gpu
 IMAGE_STAMPS := $(IMAGE_LANES:%=$(IMAGE_VENVS)/%/.installed)
 
-.PHONY: course test test-main test-xla test-images lab sync pins clean
+.PHONY: course test venvs test-main test-xla test-images lab sync pins clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -33,7 +33,13 @@ $(STAMP): pyproject.toml constraints.txt
 course: $(STAMP) $(if $(NO_XLA),,$(XLA_STAMP))
 	$(BIN)/python build/run_course.py $(if $(NO_XLA),,--xla-python $(XLA_VENV)/bin/python)
 
-test: test-main test-xla test-images
+# The environments first, side by side (their downloads overlap: the XLA one is several GB), then the lanes in turn
+# (side by side they would share 2 cores and slow each other's timed steps).
+test:
+	$(MAKE) -j3 venvs
+	$(MAKE) test-main test-xla test-images
+
+venvs: $(STAMP) $(XLA_STAMP) $(IMAGE_STAMPS)
 
 test-main: $(STAMP)
 	$(BIN)/ruff check .

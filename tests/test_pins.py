@@ -48,7 +48,9 @@ def test_installers_follow_the_constraints():
                        " > $(XLA_VENV)/constraints.txt")
     assert xla_constraints in makefile
     assert re.search(r"^XLA_PINS := torch==2\.9\.0 torch_xla==2\.9\.0$", makefile, re.M)
-    assert re.search(r"^test: test-main test-xla test-images$", makefile, re.M)
+    # make test: every environment built first (side by side), then every lane, in turn
+    assert re.search(r"^test:\n\t\$\(MAKE\) -j3 venvs\n\t\$\(MAKE\) test-main test-xla test-images$", makefile, re.M)
+    assert re.search(r"^venvs: \$\(STAMP\) \$\(XLA_STAMP\) \$\(IMAGE_STAMPS\)$", makefile, re.M)
     env = (ROOT / "environment.yml").read_text()
     assert "- -c constraints.txt" in env and "- -e .[hub,nlp,smoke-bert,dev,site]" in env
     assert "make test" in (ROOT / ".ci" / "run").read_text()
