@@ -27,8 +27,12 @@ from pathlib import Path
 
 from .software import redact
 
-__all__ = ["free_port", "die_with_parent", "launched", "run_launch", "run_launches", "LaunchError", "LauncherBranch",
-           "launcher_branch", "read_reports"]
+# `die_with_parent` and `run_launches` stay importable; notebook 01 reaches them through `as_launched_process` and
+# `run_command_lines`.
+__all__ = ["free_port", "launched", "run_launch", "LaunchError", "LauncherBranch",
+           "launcher_branch", "read_reports", "cpu_until_launch", "ready_to_launch", "as_launched_process",
+           "write_rank_report", "rank_lines", "rank_summary", "run_command_lines", "script_summary",
+           "script_data_flag", "branch_summary", "trap_summary", "in_process_summary"]
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36
 _GRACE_S = 3.0
@@ -288,3 +292,187 @@ def read_reports(report_dir: Path | str, expected: int, launcher_log: str = "") 
         raise LaunchError(f"{len(paths)} report(s) in {report_dir}, expected {expected}; end of the launcher's "
                           f"log:\n{redact(launcher_log[-3000:]) or '(empty)'}")
     return [json.loads(p.read_text()) for p in paths]
+
+
+# --- notebook 01's launches from the notebook (notebook_launcher) and from the shell (command lines) -------------
+
+_LAUNCHING_FROM: int | None = None  # the kernel's pid, set by `ready_to_launch` before a launch forks it
+
+
+def cpu_until_launch(branch: LauncherBranch, gpu_count: int) -> str | None:
+    """On the multi-GPU branch, keep CUDA out of this kernel until `notebook_launcher` forks; else do nothing.
+
+    A forked process cannot use CUDA once its parent has (`Cannot re-initialize CUDA in forked subprocess`), so
+    the steps before the launch run on the CPU: `CUDA_VISIBLE_DEVICES` is emptied, and
+    `PYTORCH_NVML_BASED_CUDA_CHECK=1` makes `torch.cuda.is_available()` ask the driver's NVML library instead of
+    starting CUDA. Returns the `CUDA_VISIBLE_DEVICES` value that `ready_to_launch` gives back to the launched
+    processes (None on other branches). Introduced in notebook 01.
+    """
+    if branch.name != "multi_gpu":
+        return None
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(gpu_count))))
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    return visible
+
+
+def ready_to_launch(report_dir: Path | str, gpus: str | None = None) -> Path:
+    """Ready this kernel for a `notebook_launcher` call, as a kernel restart would; return `report_dir`, empty.
+
+    The launcher refuses to start while an `Accelerator` exists in the kernel. This clears Accelerate's state
+    with its private `AcceleratorState._reset_state` (in your own notebook, restart the kernel instead). `gpus`
+    (from `cpu_until_launch`) shows the GPUs again, to the processes the launcher starts. It also notes this
+    process's pid, for `as_launched_process` in the processes it forks. Introduced in notebook 01.
+    """
+    import shutil
+
+    from accelerate.state import AcceleratorState
+
+    global _LAUNCHING_FROM
+    report_dir = Path(report_dir)
+    shutil.rmtree(report_dir, ignore_errors=True)
+    report_dir.mkdir(parents=True)
+    AcceleratorState._reset_state(reset_partial_state=True)
+    if gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus
+    _LAUNCHING_FROM = os.getpid()
+    return report_dir
+
+
+def as_launched_process() -> None:
+    """The first line of a function that `notebook_launcher` runs: it dies with the kernel, and a fork uses one
+    thread.
+
+    A forked process is a copy of the kernel's memory, but not of its threads. torch's CPU thread pool (GNU
+    OpenMP) then waits for threads that do not exist, and a multi-threaded operation hangs forever. One torch
+    thread avoids it; `OMP_NUM_THREADS=1` tells Accelerate so, which would warn otherwise. Where the launcher runs
+    the function in the kernel's own process (Colab), the kernel keeps its threads. Call `ready_to_launch` before
+    the launch.
+    """
+    if _LAUNCHING_FROM is None or os.getpid() == _LAUNCHING_FROM:
+        return
+    die_with_parent(_LAUNCHING_FROM)  # if the kernel is killed, the forked processes go with it
+    import torch
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def write_rank_report(report_dir: Path | str, accelerator, losses: list[float], evaluated: tuple,
+                      train_dataset, batch_size: int) -> dict:
+    """Write what this process saw to `report_dir/rank_<RANK>.json` (atomically) and return it.
+
+    `notebook_launcher` discards what the function returns, so each process reports through a file, the same
+    fields as notebook 01's script: its pid and parent's, its process index, the world size, the distributed type,
+    the training samples its share of the batches holds, its steps, and `evaluated`, the (accuracy,
+    gather_for_metrics count, gather count) of `evaluate_accelerate`.
+    """
+    from torch.utils.data import DataLoader
+
+    from .results import write_json_atomic
+
+    accuracy, n_gather_for_metrics, n_gather = evaluated
+    share = accelerator.prepare(DataLoader(train_dataset, batch_size=batch_size))
+    report = {"rank_env": os.environ.get("RANK", "unset"), "parent_pid": os.getppid(), "pid": os.getpid(),
+              "process_index": accelerator.process_index, "num_processes": accelerator.num_processes,
+              "distributed_type": accelerator.distributed_type.value,
+              "samples_per_epoch": sum(len(targets) for _, targets in share), "steps": len(losses),
+              "accuracy": accuracy, "gather": n_gather, "gather_for_metrics": n_gather_for_metrics}
+    write_json_atomic(Path(report_dir) / f"rank_{os.environ.get('RANK', '0')}.json", report)
+    return report
+
+
+def rank_lines(reports: Sequence[dict], num_epochs: int) -> str:
+    """One line per process report: what it saw of the process group and of the data; then what the first
+    report's evaluation gathered (`gather_for_metrics` and `gather` counts)."""
+    lines = [f"RANK={r['rank_env']} (pid {r['pid']}, parent "
+             f"{'this kernel' if r['parent_pid'] == os.getpid() else r['parent_pid']}): process "
+             f"{r['process_index']} of {r['num_processes']} ({r['distributed_type']}), "
+             f"{r['samples_per_epoch']} samples and {r['steps'] // num_epochs} steps per epoch" for r in reports]
+    first = reports[0]
+    return "\n".join([*lines, f"evaluation: gather_for_metrics returned {first['gather_for_metrics']} samples, "
+                                f"gather {first['gather']}"])
+
+
+def branch_summary(branch: LauncherBranch) -> dict:
+    """What notebook 01 records of `launcher_branch`'s answer: its name, its sentence, how many processes."""
+    return {"launcher_branch": branch.name, "launcher_branch_description": branch.description,
+            "launcher_branch_processes": branch.processes}
+
+
+def trap_summary(reports: Sequence[dict]) -> dict:
+    """What notebook 01 records of the CPU trap: whether each process ran alone (world size 1), and the training
+    samples each one saw per epoch."""
+    return {"launcher_trap_independent_runs": all(r["num_processes"] == 1 for r in reports),
+            "launcher_trap_samples_per_rank": [r["samples_per_epoch"] for r in reports]}
+
+
+def in_process_summary(reports: Sequence[dict]) -> dict:
+    """What notebook 01 records where the launcher ran the function in the kernel (Colab): that it ran in this
+    very process, and the world size it saw."""
+    return {"launcher_in_process_ran_in_kernel": reports[0]["pid"] == os.getpid(),
+            "launcher_in_process_world_size": reports[0]["num_processes"]}
+
+
+def rank_summary(reports: Sequence[dict]) -> dict:
+    """What notebook 01 records of a group of process reports: the world size and the distributed type, the
+    samples and steps per rank, whether the kernel was their parent (forked, not spawned), the gathered accuracy
+    and the counts of `gather_for_metrics` and `gather` (of the first report)."""
+    first = reports[0]
+    return {"ddp_num_processes": first["num_processes"], "ddp_distributed_type": first["distributed_type"],
+            "ddp_samples_per_rank": [r["samples_per_epoch"] for r in reports],
+            "ddp_steps_per_rank": [r["steps"] for r in reports],
+            "ddp_parent_is_notebook": all(r["parent_pid"] == os.getpid() for r in reports),
+            "eval_accuracy": first["accuracy"], "gather_for_metrics_count": first["gather_for_metrics"],
+            "gather_count": first["gather"]}
+
+
+def script_summary(reports: Mapping[str, Sequence[dict]]) -> dict:
+    """What notebook 01 records of its two script launches, from their reports by launch name: how many
+    processes `accelerate_cpu` and `torchrun` started, and the world size each process saw."""
+    cpu, torchrun = reports["accelerate_cpu"], reports["torchrun"]
+    return {"script_accelerate_cpu_processes": len(cpu), "script_accelerate_cpu_world_size": cpu[0]["num_processes"],
+            "script_launch_processes": len(torchrun), "script_launch_world_size": torchrun[0]["num_processes"]}
+
+
+def run_command_lines(lines: Mapping[str, str], *, cwd: Path | str, timeout: float,
+                      reports: Sequence[int]) -> dict[str, list[dict]]:
+    """Run shell command lines side by side in `cwd`, as typed in a terminal there; return each one's reports.
+
+    Each line is printed first, after `$ `. Each launch's name is also its report folder under `cwd`: emptied
+    before, read after with `read_reports`: at least `reports[i]` files for the i-th line, else an error with the
+    end of that launch's stderr. `accelerate` and `torchrun` are the ones beside this Python, and each process gets
+    `OMP_NUM_THREADS=1` (the processes share the cores). The launches go through `run_launches`: an interrupted
+    cell, a failure or the timeout ends them all. Introduced in notebook 01.
+    """
+    import shlex
+    import shutil
+
+    for name in lines:
+        shutil.rmtree(Path(cwd) / name, ignore_errors=True)
+        (Path(cwd) / name).mkdir(parents=True)
+        print(f"$ {lines[name]}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    done = run_launches({name: shlex.split(line) for name, line in lines.items()}, timeout=timeout, cwd=cwd,
+                        env=env)
+    return {name: read_reports(Path(cwd) / name, expected, done[name].stderr)
+            for name, expected in zip(lines, reports, strict=True)}
+
+
+def script_data_flag(data, profile: str, data_dir: str, folder) -> str:
+    """The data flag for notebook 01's script, which runs in `folder` and needs no scikit-learn.
+
+    Smoke profile: the digits are saved as tensors to `folder/digits.pt`, and the flag is `--data_file digits.pt`.
+    Full profile: `--data_dir <data_dir>` (absolute, quoted for a shell), or nothing when MNIST comes from the Hub.
+    """
+    import os
+    import shlex
+    from pathlib import Path
+
+    if profile == "smoke":
+        import torch
+
+        torch.save({"train": data.train.tensors, "eval": data.eval.tensors}, Path(folder) / "digits.pt")
+        return "--data_file digits.pt"
+    return f"--data_dir {shlex.quote(os.path.abspath(data_dir))}" if data_dir else ""

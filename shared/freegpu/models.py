@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["build_mlp", "build_row_transformer"]
+__all__ = ["build_mlp", "build_row_transformer", "accuracy"]
 
 
 def build_mlp(num_features: int, hidden_size: int, num_classes: int):
@@ -42,3 +42,17 @@ def build_row_transformer(num_rows: int, row_features: int, d_model: int, num_la
 
     return RowTransformer()
 
+
+def accuracy(model, dataset, batch_size: int = 512) -> float:
+    """Accuracy of `model` on a `TensorDataset` of (inputs, labels), computed on the CPU with plain PyTorch.
+
+    The model is moved to the CPU and put in eval mode; the result is correct / total, the same division as
+    notebook 01's `evaluate_accelerate`.
+    """
+    import torch
+    from torch.utils.data import DataLoader
+
+    model = model.cpu().eval()
+    with torch.no_grad():
+        predictions = torch.cat([model(inputs).argmax(-1) for inputs, _ in DataLoader(dataset, batch_size)])
+    return (predictions == dataset.tensors[1]).sum().item() / len(predictions)
