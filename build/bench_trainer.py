@@ -97,7 +97,7 @@ def course_arm(model, train, collate, args, fused: bool) -> float:
     from torch.utils.data import DataLoader
     from transformers import get_scheduler
 
-    from freegpu.finetune import train_classifier
+    from freegpu.finetune import LossLog, train_classifier
 
     accelerator = Accelerator()
     model = accelerator.prepare(model)
@@ -107,8 +107,9 @@ def course_arm(model, train, collate, args, fused: bool) -> float:
     steps = len(train_dataloader) * args.epochs
     lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=args.warmup_steps, num_training_steps=steps)
     optimizer, train_dataloader, lr_scheduler = accelerator.prepare(optimizer, train_dataloader, lr_scheduler)
+    log = LossLog(accelerator, lr_scheduler, train_dataloader, args.epochs, progress_bar=False)
     trained = train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, args.epochs,
-                               args.max_grad_norm, progress_bar=False)
+                               args.max_grad_norm, log)
     return statistics.mean(trained["losses"])
 
 

@@ -5,14 +5,20 @@ Importing this module imports torch and Accelerate. `tests/test_05_bert_finetune
 `JsonlTracker` gives `accelerator.log` somewhere to write where TensorBoard is not installed.
 `optimizer_step_ms` times one `step()` of several optimizers on a copy of a model's weights (05's step 4).
 `LossLog` is the loop's bookkeeping (losses read from the device once per window, logged, timed).
+`start_finetune`, `describe_model`, `logit_diff_to_alone`, `forward_ms`, `ratio_report`, `savable`,
+`pipeline_accuracy` and `count_xla_compiles` are 05's proof machinery, each behind one call of the notebook.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate.tracking import GeneralTracker
@@ -21,8 +27,9 @@ from sklearn.metrics import accuracy_score, f1_score
 
 from .measure import interleaved_timings, spread
 
-__all__ = ["pick_trackers", "optimizer_step_ms", "LossLog", "train_classifier", "throughput_after_warmup",
-           "evaluate_classifier", "xla_compiles"]
+__all__ = ["start_finetune", "pick_trackers", "describe_model", "logit_diff_to_alone", "forward_ms",
+           "optimizer_step_ms", "ratio_report", "LossLog", "train_classifier", "throughput_after_warmup",
+           "savable", "pipeline_accuracy", "evaluate_classifier", "count_xla_compiles"]
 
 
 class JsonlTracker(GeneralTracker):
@@ -60,6 +67,120 @@ def pick_trackers(project_dir: str | Path, run_name: str) -> tuple[list, str]:
     return trackers, f"{trackers[0].path.name} only: TensorBoard is not installed here (pip install tensorboard)"
 
 
+@dataclass(frozen=True)
+class FinetuneSetup:
+    """What `start_finetune` found: the platform, the hardware, the profile and whether XLA runs."""
+
+    info: Any
+    hw: Any
+    profile: str
+    xla_ran: bool
+    xla_reason: str
+    report: str
+
+    @property
+    def interactive(self) -> bool:
+        """Whether someone watches this kernel (Jupyter, Colab, Kaggle's editor): progress bars only then."""
+        return self.info.interactive
+
+
+def start_finetune(notebook: str, parameters: dict[str, Any], out: Path):
+    """Notebook 05's start: platform, hardware and profile (`freegpu.notebook.begin`), XLA, quiet libraries, the run.
+
+    A full profile that reads the Hub while it is offline stops here, before any download. Where torch_xla is
+    installed, `PJRT_DEVICE` is set before it starts ("TPU" on a TPU, else XLA's CPU backend). The Rust tokenizer's
+    threads are switched off (`TOKENIZERS_PARALLELISM`): a fork after they ran can deadlock. Progress bars are off
+    where nobody watches (they would stay at 0% in a saved output), and transformers' warnings are off: its load
+    report names this machine's folders, and the notebook prints what it says. Prints what it found; returns
+    `(setup, run)`.
+    """
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    from .notebook import begin
+    from .results import start_run
+    from .text import FULL_MODEL, GLUE_HUB_ID
+    from .xla import xla_status
+
+    sources = {"data_dir": parameters["data_dir"] or GLUE_HUB_ID,
+               "model_name": parameters["model_name"] or FULL_MODEL}
+    info, hw, profile, profile_reason, out = begin(notebook, parameters["profile"], str(out), sources)
+    if importlib.util.find_spec("torch_xla") is not None:  # read once, when torch_xla starts its runtime
+        os.environ.setdefault("PJRT_DEVICE", "TPU" if hw.device_kind == "tpu" else "CPU")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    xla_ran, xla_reason = xla_status()
+    if not info.interactive:
+        datasets.disable_progress_bars()
+        transformers_logging.disable_progress_bar()
+    transformers_logging.set_verbosity_error()
+    run = start_run(notebook, profile, info.name, "xla" if xla_ran else hw.device_kind, out, parameters=parameters)
+    run.record(xla_ran=xla_ran, xla_reason=xla_reason)
+    bars = "on" if info.interactive else f"off ({info.name}: nobody watches)"
+    report = f"profile {profile} ({profile_reason})\nXLA: {xla_reason}\nprogress bars: {bars}"
+    print(report)
+    return FinetuneSetup(info, hw, profile, xla_ran, xla_reason, report), run
+
+
+def describe_model(model, loading: dict) -> tuple[dict[str, Any], str]:
+    """Size and shape of a model from `from_pretrained(..., output_loading_info=True)`: what to record, and a line.
+
+    `newly_initialized` lists the weights the checkpoint did not have (the new classification head).
+    """
+    config = model.config
+    facts = {"num_parameters": sum(p.numel() for p in model.parameters()),
+             "newly_initialized": sorted(loading["missing_keys"]),
+             "num_layers": config.num_hidden_layers, "hidden_size": config.hidden_size}
+    line = (f"{type(model).__name__}: {facts['num_layers']} layers of width {facts['hidden_size']}, "
+            f"{facts['num_parameters'] / 1e6:.1f}M parameters; newly initialised (not in the checkpoint): "
+            f"{facts['newly_initialized']}")
+    return facts, line
+
+
+def logit_diff_to_alone(model, collator, sample: list, batch) -> float:
+    """Max |logit difference| of `sample`'s shortest example inside `batch` against the same example alone.
+
+    `batch` is `collator(sample)` on the model's device, with its attention mask or another one (05, step 3).
+    Round-off (below 1e-4 in fp32) means the padding did not change what the model computed.
+    """
+    shortest = min(range(len(sample)), key=lambda i: len(sample[i]["input_ids"]))
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        alone = model(**collator([sample[shortest]]).to(device)).logits[0]
+        inside = model(**batch).logits[shortest]
+    return (alone - inside).abs().max().item()
+
+
+def forward_ms(model, batches: dict[str, Any], repeats: int = 3) -> dict:
+    """Milliseconds of one no-grad forward pass on each of `batches`, alternated, after one warm-up each.
+
+    Each pass ends with `.item()`, which waits for the device. Returns `{name: {"median", "min", "max", "n"}}`.
+    """
+    def forward(batch):
+        def call():
+            with torch.no_grad():
+                return model(**batch).logits.sum().item()
+        return call
+
+    timings = interleaved_timings({name: forward(batch) for name, batch in batches.items()}, repeats=repeats)
+    return {name: {k: v if k == "n" else v * 1e3 for k, v in spread(seconds).items()}
+            for name, seconds in timings.items()}
+
+
+def ratio_report(timed: dict, slow: str, fast: str, what: str) -> tuple[float, str]:
+    """`timed[slow]`'s median over `timed[fast]`'s (milliseconds from `forward_ms`/`optimizer_step_ms`), and lines
+    that show each spread and say whether the difference is resolved: when the two ranges overlap it is "not
+    resolved on this machine"."""
+    ratio = timed[slow]["median"] / timed[fast]["median"]
+    lines = [f"{what}, {name}: median {ms['median']:.1f} ms [{ms['min']:.1f}-{ms['max']:.1f}], {ms['n']} trials"
+             for name, ms in timed.items()]
+    if timed[slow]["min"] > timed[fast]["max"] or timed[slow]["max"] < timed[fast]["min"]:
+        lines.append(f"{slow} takes {ratio:.1f}x the time of {fast} here")
+    else:
+        lines.append(f"{slow} / {fast} = {ratio:.1f}x, not resolved on this machine: the ranges overlap")
+    return ratio, "\n".join(lines)
+
+
 def optimizer_step_ms(model: torch.nn.Module, optimizers: dict[str, Callable], repeats: int = 3) -> dict:
     """Milliseconds per `step()` of each optimizer (`{name: make(params)}`), alternated, the first step dropped.
 
@@ -89,9 +210,9 @@ class LossLog:
     (the seconds are real: the read waited for the device). A progress bar runs on the main process only.
     """
 
-    def __init__(self, accelerator, lr_scheduler, train_dataloader, num_epochs: int, log_every: int = 5,
-                 progress_bar: bool = True):
-        total = num_epochs * len(train_dataloader)
+    def __init__(self, accelerator, lr_scheduler, train_dataloader, num_epochs: int, progress_bar: bool = True,
+                 log_every: int = 5):
+        total, self.num_epochs = num_epochs * len(train_dataloader), num_epochs
         self.accelerator, self.lr_scheduler, self.total, self.log_every = accelerator, lr_scheduler, total, log_every
         self.progress = tqdm(total=total, main_process_only=True, desc="fine-tuning",
                              disable=not progress_bar)  # off where nobody watches: it would freeze at 0%
@@ -115,13 +236,14 @@ class LossLog:
 
     def close(self) -> dict:
         self.progress.close()
-        return {"losses": self.losses, "window_steps": self.window_steps, "window_seconds": self.window_seconds,
+        per_epoch = self.total // self.num_epochs
+        return {"losses": self.losses, "last_epoch_loss": sum(self.losses[-per_epoch:]) / per_epoch,
+                "window_steps": self.window_steps, "window_seconds": self.window_seconds,
                 "window_samples": self.window_samples}
 
 
 def train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, num_epochs,
-                     max_grad_norm, log_every=5, progress_bar=True):
-    log = LossLog(accelerator, lr_scheduler, train_dataloader, num_epochs, log_every, progress_bar)
+                     max_grad_norm, log):
     for epoch in range(num_epochs):
         model.train()
         for batch in train_dataloader:  # (B, T) tensors, already on the device
@@ -137,15 +259,50 @@ def train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataload
     return log.close()
 
 
-def throughput_after_warmup(trained: dict) -> tuple[int, float, dict]:
-    """`(warm-up steps, samples/s, per-window spread)` of `train_classifier`'s windows after the first (05, step 5).
+def throughput_after_warmup(trained: dict, device) -> tuple[dict, str]:
+    """Samples/s of `train_classifier`'s windows after the first (05, step 5): what to record, and a line.
 
     The first window holds the warm-up (memory allocation; compiles on XLA); with one window, nothing is dropped.
+    Each window's seconds are real: its losses were read from the device at its end, which waited for it.
     """
     skip = 1 if len(trained["window_steps"]) > 1 else 0
     samples, seconds = trained["window_samples"][skip:], trained["window_seconds"][skip:]
     per_window = spread([n / s for n, s in zip(samples, seconds, strict=True)])
-    return sum(trained["window_steps"][:skip]), sum(samples) / sum(seconds), per_window
+    facts = {"warmup_steps": sum(trained["window_steps"][:skip]), "samples_per_s": sum(samples) / sum(seconds),
+             "samples_per_s_per_window": per_window}
+    line = (f"after {facts['warmup_steps']} warm-up steps: {facts['samples_per_s']:.1f} samples/s on {device}; "
+            f"per window median {per_window['median']:.1f} [{per_window['min']:.1f}-{per_window['max']:.1f}], "
+            f"{per_window['n']} windows")
+    if getattr(device, "type", device) == "cpu":
+        line += "\nNo T4 was measured by this run: the full profile on a T4 records its samples/s here."
+    return facts, line
+
+
+def savable(accelerator, model) -> torch.nn.Module:
+    """What `accelerator.save_model` can write: `model` itself, or on XLA a copy of it on the CPU (05, step 5).
+
+    Accelerate 1.16's `save_model` reads storage pointers, which XLA tensors lack ("Attempted to access the data
+    pointer on an invalid python storage"); a copy on the host saves fine.
+    """
+    import copy
+
+    if accelerator.device.type != "xla":
+        return model
+    return copy.deepcopy(accelerator.unwrap_model(model)).to("cpu")
+
+
+def pipeline_accuracy(classifier, task, batch_size: int, max_length: int) -> float:
+    """Accuracy of a `text-classification` pipeline on `task.eval` (a `freegpu.text.TextTask`'s held-out texts).
+
+    The pipeline tokenizes (sentences, or `{"text", "text_pair"}` pairs), batches, and returns label names;
+    they are mapped back to ids with the model's `label2id` and scored with scikit-learn.
+    """
+    from .text import pipeline_inputs
+
+    outputs = classifier(pipeline_inputs(task.eval, task.text_fields), batch_size=batch_size, truncation=True,
+                         max_length=max_length)
+    predicted = [classifier.model.config.label2id[output["label"]] for output in outputs]
+    return accuracy_score(task.eval["label"], predicted)
 
 
 def xla_compiles() -> int:
@@ -156,18 +313,36 @@ def xla_compiles() -> int:
     return data[0] if data else 0
 
 
+def count_xla_compiles(accelerator, model, optimizer, dataset, collate, max_grad_norm: float,
+                       steps: int = 6) -> tuple[int, list[int]]:
+    """XLA compiles so far, then the compiles added after each of `steps` training steps on one batch (05, step 6).
+
+    The batch is all of `dataset` (one batch of the training shape), in a prepared loader, so that each step ends
+    with `torch_xla.sync()`; the learning rate is held constant at its peak (the run's schedule ended at 0).
+    The count is read between steps, from torch_xla's `CompileTime` metric.
+    """
+    from torch.utils.data import DataLoader
+    from transformers import get_scheduler
+
+    constant = get_scheduler("constant", optimizer)
+    one_batch = accelerator.prepare(DataLoader(dataset, batch_size=len(dataset), collate_fn=collate))
+    before, added = xla_compiles(), []
+    for _ in range(steps):
+        log = LossLog(accelerator, constant, one_batch, 1, progress_bar=False)
+        train_classifier(accelerator, model, optimizer, constant, one_batch, 1, max_grad_norm, log)
+        added.append(xla_compiles() - before)
+    return before, added
+
+
 def evaluate_classifier(accelerator, model, eval_dataloader):
     model.eval()  # dropout off: the same input always gives the same prediction
     predictions, references, gathered = [], [], 0
     for batch in eval_dataloader:
         with torch.no_grad():
             logits = model(**batch).logits  # (B, num_labels)
-        batch_predictions, labels = logits.argmax(dim=-1), batch["labels"]
-        gathered += len(accelerator.gather(labels))  # with the repeats that evened out the batches
-        batch_predictions, labels = accelerator.gather_for_metrics(
-            (batch_predictions, labels))  # without them
-        predictions.append(batch_predictions.cpu())
-        references.append(labels.cpu())
-    predictions, references = torch.cat(predictions).numpy(), torch.cat(references).numpy()
-    return {"accuracy": accuracy_score(references, predictions),
-            "f1": f1_score(references, predictions), "count": len(references), "gathered": gathered}
+        gathered += len(accelerator.gather(batch["labels"]))  # with repeats that even out processes
+        pairs = accelerator.gather_for_metrics((logits.argmax(dim=-1), batch["labels"]))  # without
+        predictions += pairs[0].tolist()
+        references += pairs[1].tolist()
+    return {"accuracy": accuracy_score(references, predictions), "count": len(references),
+            "f1": f1_score(references, predictions), "gathered": gathered}

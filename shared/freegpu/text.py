@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple
 
-__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "check_finetune_parameters", "load_text_task",
-           "padding_plan", "padding_survey"]
+__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task", "token_report",
+           "padding_plan", "padding_survey", "padding_report", "pipeline_inputs"]
 
 CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
 FULL_MODEL = "bert-base-uncased"
@@ -50,44 +50,6 @@ class TextTask:
     learning_rate: float
     source: str
     model_id: str
-
-
-def check_finetune_parameters(notebook: str, p: dict[str, Any]):
-    """Check notebook 05's parameters `p` (all but `data_dir`/`model_name`), before any work; return the output folder.
-
-    Each bad value raises the `freegpu.checks` error naming it. The memory estimate: fp32 weights, gradients and
-    two AdamW moments (16 bytes a parameter), plus the activations a batch keeps for backward (about 20 floats per
-    token, hidden unit and layer), for BERT-base unless the smoke profile's MiniLM is used.
-    """
-    from . import checks
-    from .precision import MODES
-    from .profile import PROFILES
-
-    checks.check_choice("profile", p["profile"], PROFILES)
-    out_dir = checks.check_output_dir(p["output_dir"], notebook)
-    checks.check_seed("seed", p["seed"])
-    checks.check_choice("task", p["task"], tuple(GLUE_TASKS))
-    checks.check_int("max_length", p["max_length"], minimum=8, maximum=512)  # BERT's positions stop at 512
-    checks.check_int("num_epochs", p["num_epochs"], minimum=1, maximum=20)
-    checks.check_int("batch_size", p["batch_size"], minimum=2, maximum=512)
-    checks.check_int("gradient_accumulation_steps", p["gradient_accumulation_steps"], minimum=1, maximum=64)
-    checks.check_float("learning_rate", p["learning_rate"], minimum=0.0, maximum=1e-2)
-    checks.check_float("warmup_ratio", p["warmup_ratio"], minimum=0.0, maximum=0.5)
-    checks.check_float("max_grad_norm", p["max_grad_norm"], minimum=0.01, maximum=100.0)
-    checks.check_choice("mixed_precision", p["mixed_precision"], MODES)
-    checks.check_int("max_train_samples", p["max_train_samples"], minimum=0, maximum=10_000_000)
-    checks.check_int("timing_trials", p["timing_trials"], minimum=3, maximum=20)
-    texts = p["demo_texts"]
-    if not isinstance(texts, list) or not 1 <= len(texts) <= 8:
-        raise TypeError(f"parameter demo_texts={texts!r} must be a list of 1 to 8 sentences")
-    for text in texts:
-        checks.check_text("demo_texts", text, max_length=500)
-    smoke_model = p["profile"] == "smoke" and not p["model_name"]
-    params, hidden, layers = (22.7e6, 384, 6) if smoke_model else (110e6, 768, 12)
-    activations = 4 * 20 * p["batch_size"] * p["max_length"] * hidden * layers
-    checks.check_fits_memory("batch_size", p["batch_size"], int(16 * params + activations),
-                             what="training state and one batch of activations")
-    return out_dir
 
 
 def read_corpus() -> list[dict[str, Any]]:
@@ -166,8 +128,9 @@ def _load_glue(task: str, data_dir: str = ""):
                            "Turn the internet on, or run with profile='smoke' (offline data and model).") from exc
 
 
-def padding_survey(dataset, batch_size: int, collators: dict) -> tuple[dict[str, float], dict[str, list]]:
-    """One epoch of `dataset` batched by each collator: the share of padding tokens, and the distinct batch shapes.
+def padding_survey(dataset, batch_size: int, collators: dict) -> tuple[dict[str, float], dict[str, int]]:
+    """One epoch of `dataset` batched by each collator: the share of padding tokens, and how many distinct batch
+    shapes it has (on XLA, each one a compile).
 
     The attention mask says which positions are real tokens (1) and which are padding (0) (notebook 05, step 2).
     """
@@ -178,8 +141,33 @@ def padding_survey(dataset, batch_size: int, collators: dict) -> tuple[dict[str,
         masks = [batch["attention_mask"] for batch in DataLoader(dataset, batch_size=batch_size,
                                                                  collate_fn=collator)]  # (B, T)
         share[name] = 1 - sum(int(m.sum()) for m in masks) / sum(m.numel() for m in masks)
-        shapes[name] = sorted({tuple(m.shape) for m in masks})
+        shapes[name] = len({tuple(m.shape) for m in masks})
     return share, shapes
+
+
+def token_report(tokenizer, train, eval_, max_length: int) -> str:
+    """How many tokenized examples each split has, the median and longest length of the training ones, and the
+    tokens of the first training example."""
+    import statistics
+
+    lengths = [len(ids) for ids in train["input_ids"]]
+    return (f"{len(train)} train / {len(eval_)} eval examples; tokens per example: median "
+            f"{statistics.median(lengths):.0f}, max {max(lengths)} (cut at {max_length}); the first:\n"
+            f"{tokenizer.convert_ids_to_tokens(train[0]['input_ids'])}")
+
+
+def padding_report(share: dict[str, float], shapes: dict[str, int]) -> str:
+    """`padding_survey`'s result as lines: each collator's share of padding tokens and its batch shapes."""
+    return "\n".join(f"{name:8} padding: {share[name]:.0%} of the tokens are padding, {shapes[name]} distinct "
+                     "batch shapes in an epoch" for name in share)
+
+
+def pipeline_inputs(dataset, text_fields: tuple[str, ...]) -> list:
+    """`dataset`'s texts as a `text-classification` pipeline takes them: strings, or `{"text", "text_pair"}`."""
+    rows = dataset.select_columns(list(text_fields)).to_list()
+    if len(text_fields) == 1:
+        return [row[text_fields[0]] for row in rows]
+    return [{"text": row[text_fields[0]], "text_pair": row[text_fields[1]]} for row in rows]
 
 
 class PaddingPlan(NamedTuple):
