@@ -88,6 +88,8 @@ BAD_TOGETHER = {
     "04_tpu_data_loaders": [("memmap_rows", {"memmap_rows": 2**24, "row_features": 2**16}),
                             ("loader_samples", {"loader_samples": 2**20, "row_features": 2**16, "cost_ms": 0.0}),
                             ("cost_ms", {"cost_ms": 100.0, "loader_samples": 4096})],
+    "06_kaggle_commit_workflow": [("kill_at_step", {"kill_at_step": 20}), ("kill_at_step", {"kill_at_step": 10}),
+                                  ("weekly_quota_hours", {"weekly_quota_hours": 6.0})],
 }
 
 

@@ -76,7 +76,7 @@ def test_parameters_have_types_and_help(name):
 
 # Notebooks whose check cell is the one call below (issue 17 converts them one by one; then every notebook).
 ONE_CALL_CHECKS = ["00_environment_check", "01_mnist_migration", "03_memory_tricks", "04_tpu_data_loaders",
-                   "05_bert_finetune"]
+                   "05_bert_finetune", "06_kaggle_commit_workflow"]
 
 
 @pytest.mark.parametrize("name", ONE_CALL_CHECKS)

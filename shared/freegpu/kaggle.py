@@ -20,7 +20,7 @@ from .platform import kaggle_dataset_dir
 
 __all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "course_extras",
            "write_kernel_bundle", "dataset_metadata", "kaggle_commands",
-           "write_course_bundles"]
+           "write_course_bundles", "write_offline_bundle"]
 
 # What to ask `machine_shape` for. Without it, `enable_gpu: true` alone has meant a P100 (kaggle-cli issue #821),
 # which Kaggle has retired (its image has no sm_60 kernels; the CLI warns when a push names it): name the shape.
@@ -201,6 +201,30 @@ def write_kernel_bundle(notebook: Path, folder: Path, meta: dict[str, Any], whee
     path = folder / "kernel-metadata.json"
     path.write_text(json.dumps(meta, indent=2) + "\n")
     return path
+
+
+def write_offline_bundle(folder: Path, meta: dict[str, Any], wheelhouse: str, notebook: str) -> dict[str, Any]:
+    """Notebook 06's push folder for a kernel without internet; what it holds and whether it passes the checks.
+
+    Where the notebook's file is on this machine (freegpu installed from the course folder), `write_kernel_bundle`
+    copies it with a setup cell that installs from the attached `wheelhouse`; elsewhere (freegpu from GitHub) only
+    `kernel-metadata.json` is written and checked. Returns `valid` (no problems from `validate_kernel_metadata`),
+    `notebook_copied`, and `installs_offline` (the copy's setup cell uses `--no-index` and nothing from GitHub).
+    """
+    from .wheelhouse import project_source
+
+    folder = Path(folder)
+    source = project_source()
+    notebook_file = None if source is None else source / "notebooks" / f"{notebook}.ipynb"
+    if notebook_file is None or not notebook_file.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "kernel-metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return {"valid": not validate_kernel_metadata(meta), "notebook_copied": False, "installs_offline": False}
+    write_kernel_bundle(notebook_file, folder, meta, wheelhouse=wheelhouse)
+    cells = json.loads((folder / meta["code_file"]).read_text())["cells"]
+    setup = next("".join(c["source"]) for c in cells if "setup" in c.get("metadata", {}).get("tags", []))
+    return {"valid": not validate_kernel_metadata(meta, folder), "notebook_copied": True,
+            "installs_offline": "--no-index" in setup and "git+" not in setup}
 
 
 def dataset_metadata(owner: str, title: str) -> dict[str, Any]:

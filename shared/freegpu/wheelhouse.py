@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -32,8 +33,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-__all__ = ["project_source", "missing_requirements", "build_wheelhouse", "install_offline", "ImageVersions",
-           "load_image", "build_image_wheelhouse", "WheelhouseError"]
+__all__ = ["project_source", "build_wheelhouse", "ImageVersions",
+           "load_image", "build_image_wheelhouse", "WheelhouseError", "notebook_wheelhouse", "installs_and_imports"]
 
 # Never put into a wheelhouse: the image has its own build of these (CUDA or TPU), and a wheel would be GBs.
 NEVER_DOWNLOAD = frozenset({"torch", "torch-xla", "libtpu"})
@@ -347,3 +348,54 @@ def build_image_wheelhouse(folder: Path, project: Path, image: ImageVersions, ex
         (folder / "dataset-metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     return manifest
 
+
+
+# ---------------------------------------------------------------- notebook 06: one notebook's wheelhouse
+
+def notebook_wheelhouse(folder: Path, notebook: str, image: str = "kaggle-gpu", *,
+                        metadata: dict | None = None) -> dict:
+    """The wheelhouse that installs `notebook`'s setup requirement (`freegpu[<extras>]`) offline into `image`.
+
+    Returns its manifest (see `build_image_wheelhouse`: every wheel with its size and why it is there, the total,
+    what the image already has), plus `origin`: how it was obtained. It is built into `folder` from the folder
+    freegpu was installed from, downloading what the image lacks from the index pip is configured with (a local
+    one works without internet). If it cannot be built here, the wheelhouse `make course` wrote (`manifest.json`
+    in the `wheelhouse` folder of `build/out`'s `kaggle` folder) is read instead when it exists; otherwise the
+    manifest has no files and `origin` says what to do.
+    """
+    from .kaggle import setup_requirement
+
+    source = project_source()
+    if source is None:
+        return {"origin": "not built: freegpu was not installed from a folder; run `make course` on your machine",
+                "files": [], "total_bytes": 0, "satisfied_by_image": {}, "folder": None}
+    requirement, _ = setup_requirement(source / "notebooks" / f"{notebook}.ipynb")
+    extras = tuple(Requirement(requirement).extras)
+    try:
+        manifest = build_image_wheelhouse(folder, source, load_image(source / "platforms" / "images.toml", image),
+                                          tuple(sorted(extras)), metadata=metadata)
+        return {**manifest, "origin": "built here", "folder": Path(folder)}
+    except (WheelhouseError, RuntimeError, subprocess.TimeoutExpired) as exc:
+        built = source / "build" / "out" / "kaggle" / "wheelhouse"
+        if (built / "manifest.json").is_file():
+            manifest = json.loads((built / "manifest.json").read_text())
+            return {**manifest, "origin": "read from the course build (make course)",
+                    "folder": built}
+        return {"origin": f"not built here ({str(exc).splitlines()[0][:120]}); run `make course` where pip "
+                          "reaches an index", "files": [], "total_bytes": 0, "satisfied_by_image": {}, "folder": None}
+
+
+def installs_and_imports(folder: Path | None, requirement: str, target: Path, module: str | None = None) -> bool:
+    """Whether `install_offline(folder, requirement, target)` works and `module` (by default the requirement's
+    name) then imports from `target`.
+
+    The import runs in a fresh interpreter with only `target` added to its path; `folder=None` (no wheelhouse)
+    is `False`.
+    """
+    if folder is None:
+        return False
+    install_offline(folder, requirement, target)
+    module = module or canonicalize_name(Requirement(requirement).name).replace("-", "_")
+    found = subprocess.run([sys.executable, "-c", f"import {module}; print({module}.__file__)"],
+                           env={**os.environ, "PYTHONPATH": str(target)}, text=True, capture_output=True).stdout
+    return Path(found.strip()).is_relative_to(target)

@@ -1,0 +1,38 @@
+"""Notebook 06's parameters and their allowed values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed, check_source, check_text
+from ..data import MNIST_HUB_ID
+from ..profile import PROFILES
+
+NAMES = ("profile", "output_dir", "data_dir", "seed", "num_epochs", "batch_size", "learning_rate", "hidden_size",
+         "checkpointing_steps", "total_limit", "kill_at_step", "time_budget_s", "kaggle_owner", "session_hours",
+         "weekly_quota_hours")
+
+
+def check(p: dict[str, Any]) -> None:
+    check_choice("profile", p["profile"], PROFILES)
+    check_source("data_dir", p["data_dir"], hub_default=MNIST_HUB_ID)
+    check_seed("seed", p["seed"])
+    check_int("num_epochs", p["num_epochs"], minimum=1, maximum=100)
+    check_int("batch_size", p["batch_size"], minimum=2, maximum=2**16)
+    check_float("learning_rate", p["learning_rate"], minimum=1e-6, maximum=1.0)
+    check_int("hidden_size", p["hidden_size"], minimum=1, maximum=2**16)
+    check_int("checkpointing_steps", p["checkpointing_steps"], minimum=1, maximum=10**6)
+    check_int("total_limit", p["total_limit"], minimum=1, maximum=100)
+    # The kill must come after the first checkpoint, and between two of them.
+    check_int("kill_at_step", p["kill_at_step"], minimum=p["checkpointing_steps"] + 1, maximum=10**7)
+    if p["kill_at_step"] % p["checkpointing_steps"] == 0:
+        raise ValueError(f"parameter kill_at_step={p['kill_at_step']!r} falls on a checkpoint; "
+                         "pick a step between two")
+    check_float("time_budget_s", p["time_budget_s"], minimum=0.01, maximum=7 * 24 * 3600)
+    check_text("kaggle_owner", p["kaggle_owner"], max_length=64)
+    check_float("session_hours", p["session_hours"], minimum=0.1, maximum=24.0)
+    check_float("weekly_quota_hours", p["weekly_quota_hours"], minimum=p["session_hours"], maximum=168.0)
+    # Memory: two MLPs on MNIST's 784 inputs live here at once (fp32 weights, grads, AdamW moments).
+    hidden = p["hidden_size"]
+    check_fits_memory("hidden_size", hidden, 2 * 16 * (784 * hidden + hidden * 10),
+                      what="two MLPs of that width with their AdamW state")
