@@ -18,7 +18,18 @@ from conftest import NOTEBOOK_DIR
 from freegpu.hardware import HardwareInfo, TpuInfo, detect_hardware
 from freegpu.measure import SavedTensors
 from freegpu.models import build_row_transformer
-from freegpu.precision import DtypeTrace, measured_mode, pick_mixed_precision, precision_in_effect, scaler_settings
+from freegpu.precision import (
+    DtypeTrace,
+    article_verdicts,
+    claim_verdicts,
+    dtypes_of,
+    measured_mode,
+    pick_mixed_precision,
+    precision_in_effect,
+    scaler_settings,
+    step_times,
+    with_peak,
+)
 
 NAME = "02_mixed_precision"
 T4 = "Tesla T4, 15360, 7.5, 550.54"
@@ -122,6 +133,49 @@ def test_dtype_trace_sees_what_autocast_runs():
     assert "t" not in backward.op_dtypes() and "view" not in forward.op_dtypes()  # layout ops are left out
 
 
+def test_claim_verdicts_name_the_mode_they_rest_on():
+    """The GPU branch (fp16 is the claim's own mode) runs here with PyTorch's fp16 autocast on a CPU layer."""
+    layer, x = torch.nn.Linear(8, 4), torch.randn(5, 8)
+    with DtypeTrace() as forward, torch.autocast("cpu", dtype=torch.float16):
+        y = layer(x)
+        weights = dtypes_of(layer.parameters())
+    with DtypeTrace() as backward:
+        y.float().sum().backward()
+    fp16 = claim_verdicts(forward, backward, "fp16", weights, dtypes_of([layer.weight.grad]))
+    assert fp16[0] == "evidence: an fp16 run, the claim's own mode"
+    assert fp16[1].startswith("claim 'weights converted to FP16': does not hold in float16: the weights stay")
+    assert "(mm) ran in float16; .grad is ['torch.float32'] only because" in fp16[2]
+    bf16 = claim_verdicts(forward, backward, "bf16", weights, ["torch.float32"])
+    assert bf16[0].startswith("evidence: a bf16 run: Accelerate's fp16 does nothing on a CPU")
+    assert "does not hold in bfloat16" in bf16[1]  # bf16 evidence is never called fp16
+
+
+def test_step_times_says_when_a_ratio_is_resolved():
+    import time
+
+    def train(name, steps):
+        time.sleep(0.03 * steps if name == "slow" else 0.0)
+
+    times, text = step_times(train, ("fast", "slow"), steps=1, trials=3)
+    assert times["step_time_resolved"] is True and times["step_time_ratio"] > 10
+    assert [s["n"] for s in times["step_time_ms"].values()] == [3, 3] and "not resolved" not in text
+    same, text = step_times(lambda name, steps: None, ("a", "b"), steps=1, trials=3)
+    if not same["step_time_resolved"]:
+        assert "not resolved on this machine" in text
+
+
+def test_article_verdicts_on_a_gpu_and_without_one():
+    saved = {"activation_bytes": {"no": 100, "fp16": 55}}
+    times = {"step_time_ratio": 0.5, "step_time_resolved": True}
+    gpu = article_verdicts(saved, times, {"no": 1000, "fp16": 800}, "fp16", True)
+    assert gpu[0] == "activations, fp16: 45% fewer bytes kept for backward than fp32."
+    assert "GPU peak memory, fp16 / fp32: 0.80." in gpu and "tensor cores" not in gpu[3]
+    cpu = article_verdicts(saved, {"step_time_ratio": 1.0, "step_time_resolved": False}, {}, "fp16", False)
+    assert any("not measured, there is no CUDA GPU here" in line for line in cpu)
+    assert "not resolved on this machine" in cpu[3] and "with differences" in cpu[4]
+    assert with_peak(torch.device("cpu"), lambda a: a + 1, 1) == (2, None)
+
+
 def test_row_transformer_shapes_and_bf16_oracle():
     """bf16 autocast changes the loss by rounding only, and keeps at most 0.7 of fp32's saved activations."""
     torch.manual_seed(0)
@@ -170,6 +224,10 @@ def test_02_trace_and_scaling(executed):
     assert r["accelerator_effect"] == {"reports": "bf16", "runs": "bf16", "native_amp": True, "scaler": None,
                                        "noop": False}
     assert r["accelerate_same_ops"] is r["accelerate_same_logits"] is r["accelerate_is_native_amp"] is True
+    # fp16 evidence from PyTorch's autocast alone (Accelerate's fp16 does nothing on a CPU).
+    fp16_ops = r["native_fp16_op_dtypes"]
+    assert fp16_ops["addmm"] == "float16" and fp16_ops["nll_loss_forward"] == "float32"
+    assert r["native_fp16_param_dtype"] == ["torch.float32"]
     # Loss scaling, live on the CPU.
     assert r["fp16_underflow_without_scaling"] is True and r["fp16_survives_with_scaling"] is True
     assert 0 <= r["fp16_rescued_relative_error"] < 1e-2
@@ -209,11 +267,11 @@ def test_02_traps_and_recommendations(executed):
     assert r["cpu_fp16_op_dtypes"] == ["float32"] and r["cpu_fp16_is_noop"] is True
     assert r["requested_mixed_precision"] == "auto" and r["recommended_mixed_precision"] == "no"
     assert r["recommendation_warning"] is None
-    assert r["simulated_choices"] == {
-        "Colab / Kaggle T4": {"auto": "fp16", "bf16 request warns": True},
-        "Kaggle P100": {"auto": "no", "bf16 request warns": True},
-        "Colab L4": {"auto": "bf16", "bf16 request warns": False},
-        "Colab A100": {"auto": "bf16", "bf16 request warns": False},
+    assert r["simulated_choices"] == {  # the GPUs Colab and Kaggle hand out today (Kaggle's P100 is retired)
+        "Colab T4": {"auto": "fp16", "bf16 request warns": True},
+        "Kaggle GPU T4 x2": {"auto": "fp16", "bf16 request warns": True},
+        "Colab Pro L4": {"auto": "bf16", "bf16 request warns": False},
+        "Colab Pro A100": {"auto": "bf16", "bf16 request warns": False},
     }
 
 
@@ -223,14 +281,20 @@ def test_02_measurements(executed):
     params = r["parameters"]
     assert params["profile"] == "smoke" and params["mixed_precision"] == "auto" and params["d_model"] == 0
     saved = r["activation_bytes"]
-    assert set(saved) == {"no", "bf16"} and saved["bf16"] > 0
+    assert set(saved) == {"no", "bf16", "fp16"} and saved["bf16"] > 0
     assert r["activation_bytes_ratio"] == saved["bf16"] / saved["no"]
     assert 0.4 < r["activation_bytes_ratio"] <= 0.7  # a transformer block, not only an MLP
+    assert 0.4 < saved["fp16"] / saved["no"] <= 0.7  # PyTorch's fp16 autocast: 2 bytes, like bf16
+    by_dtype = r["activation_bytes_by_dtype"]
+    assert by_dtype["fp16"].get("float16", 0) > 0 and sum(by_dtype["no"].values()) == saved["no"]
     times = r["step_time_ms"]
     for spread in times.values():
         assert spread["n"] == params["timing_trials"] and 0 < spread["min"] <= spread["median"] <= spread["max"]
     assert r["step_time_ratio"] == times["bf16"]["median"] / times["no"]["median"]
     assert 0.2 < r["step_time_ratio"] < 20  # CPU: no tensor cores; recorded, not a speed claim
+    resolved = times["bf16"]["min"] > times["no"]["max"] or times["bf16"]["max"] < times["no"]["min"]
+    assert r["step_time_resolved"] is resolved
+    assert ("step_time_ratio" if resolved else "step_time_resolved") in r["headline"]
     assert r["train_steps"] == params["train_steps"]
     loss, accuracy = r["final_loss"], r["final_accuracy"]
     assert set(loss) == set(accuracy) == {"no", "bf16"}
@@ -256,10 +320,19 @@ def printed_and_tables(course_out, record) -> tuple[str, list[str]]:
 def test_02_prints_each_claims_verdict_and_the_accelerator_facts(executed, course_out):
     record, r = executed(NAME)
     printed, tables = printed_and_tables(course_out, record)
-    assert "claim 'weights converted to FP16': does not hold: the weights stay ['torch.float32']" in printed
+    # The verdicts say they rest on a bf16 run, and the fp16 evidence comes from PyTorch's autocast alone.
+    assert "evidence: a bf16 run: Accelerate's fp16 does nothing on a CPU (step 4)" in printed
+    assert ("claim 'weights converted to FP16': does not hold in bfloat16: the weights stay ['torch.float32']"
+            in printed)
     assert ("claim 'gradients computed in FP32': the backward matmuls (mm) ran in bfloat16; .grad is "
             "['torch.float32'] only because the weights are fp32") in printed
-    assert "claim 'differs from native PyTorch AMP': does not hold" in printed
+    assert "claim 'differs from native PyTorch AMP', in bf16: does not hold" in printed
+    assert "fp16 autocast, PyTorch alone: matmuls (addmm) in float16" in printed
+    # Activation bytes are the guide's reason, not its GPU-memory claim; the +44% row compares fp16 with fp16.
+    assert "This is the guide's reason ('activations stored in FP16'), not its claim" in printed
+    assert "GPU peak memory: not measured, there is no CUDA GPU here" in printed
+    assert "the +44% row: both columns are fp16" in printed
+    assert "P100" not in printed
     assert "no 'finer gradient-scaling strategy' of its own" in printed
     assert ("accelerator.mixed_precision = 'bf16', accelerator.native_amp = True, accelerator.scaler = None"
             in printed)

@@ -75,8 +75,8 @@ def test_parameters_have_types_and_help(name):
 
 
 # Notebooks whose check cell is the one call below (issue 17 converts them one by one; then every notebook).
-ONE_CALL_CHECKS = ["00_environment_check", "01_mnist_migration", "03_memory_tricks", "04_tpu_data_loaders",
-                   "05_bert_finetune", "06_kaggle_commit_workflow"]
+ONE_CALL_CHECKS = ["00_environment_check", "01_mnist_migration", "02_mixed_precision", "03_memory_tricks",
+                   "04_tpu_data_loaders", "05_bert_finetune", "06_kaggle_commit_workflow"]
 
 
 @pytest.mark.parametrize("name", ONE_CALL_CHECKS)

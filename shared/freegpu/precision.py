@@ -1,7 +1,9 @@
 """Mixed precision as it really runs: pick the mode for the hardware, trace the dtypes, read the loss scaler.
 
 Introduced in notebook 02 (mixed precision); notebooks 03 and 05 call `pick_mixed_precision` to set
-`Accelerator(mixed_precision=...)`. Nothing here imports torch at import time.
+`Accelerator(mixed_precision=...)`. Notebook 02's proof machinery lives here too (the claims' verdicts, the
+GradScaler walk, saved bytes, timings), so that its cells keep the lines they teach. Nothing here imports torch at
+import time.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from .checks import check_choice
 from .hardware import HardwareInfo, recommend
 
 # `Precision`, `MeasuredMode` and `OpRecord` are what the helpers return; notebooks read their fields.
-__all__ = ["MODES", "pick_mixed_precision", "measured_mode", "precision_in_effect", "scaler_settings", "DtypeTrace"]
+__all__ = ["MODES", "pick_mixed_precision", "measured_mode", "precision_in_effect", "scaler_settings", "DtypeTrace",
+           "format_facts", "dtypes_of", "trace_facts", "claim_verdicts", "forward_dtypes", "scaling_report",
+           "batches_with_outlier", "walk_scaler", "activation_survey", "step_times", "with_peak", "evaluate",
+           "article_verdicts", "simulated_choices"]
 
 MODES = ("auto", "no", "fp16", "bf16")
 
@@ -190,3 +195,263 @@ class DtypeTrace:
         """How many times `op` (or a cast name from `op_dtypes`) ran."""
         return sum(1 for rec in self.records if rec.op == op
                    or (rec.op == "_to_copy" and op == f"_to_copy({rec.inputs[0]}->{rec.outputs[0]})"))
+
+
+# --- notebook 02's proof machinery: each helper measures what one of its cells teaches ------------------------
+
+def format_facts(probes: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """`torch.finfo` of fp32, fp16 and bf16 (bits, max, smallest normal, eps), and what each stores of `probes`."""
+    import torch
+
+    formats = {}
+    for name, dtype in {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}.items():
+        fi = torch.finfo(dtype)
+        formats[name] = {"bits": fi.bits, "max": fi.max, "smallest_normal": fi.tiny, "eps": fi.eps,
+                         "stores": {k: f"{torch.tensor(v).to(dtype).item():.6g}" for k, v in probes.items()}}
+    return formats
+
+
+def dtypes_of(tensors) -> list[str]:
+    """The distinct dtypes of `tensors` (parameters, gradients, optimizer state), sorted: `['torch.float32']`."""
+    return sorted({str(t.dtype) for t in tensors})
+
+
+def trace_facts(forward: DtypeTrace, backward: DtypeTrace, mode: str) -> dict[str, Any]:
+    """What notebook 02 records of a traced step: each op's dtype, forward and backward, and the casts to `mode`."""
+    low = {"fp16": "float16", "bf16": "bfloat16"}.get(mode, "float32")
+    return {"autocast_op_dtypes": forward.op_dtypes(), "backward_op_dtypes": backward.op_dtypes(),
+            "autocast_weight_casts": forward.count(f"_to_copy(float32->{low})")}
+
+
+def claim_verdicts(forward: DtypeTrace, backward: DtypeTrace, mode: str, weights: list[str],
+                   grads: list[str]) -> list[str]:
+    """What one traced training step says about the guide's two claims on fp16, and in which mode it ran.
+
+    `forward` and `backward` trace the prepared model's forward and `accelerator.backward`; `weights` are the
+    parameters' dtypes read inside the forward, `grads` those of `.grad`. A bf16 run is never passed off as fp16:
+    the first line says which mode the verdicts rest on. Returns printable lines.
+    """
+    low = {"fp16": "float16", "bf16": "bfloat16"}.get(mode, "float32")
+    casts = forward.count(f"_to_copy(float32->{low})")
+    backward_mm = backward.op_dtypes().get("mm")
+    evidence = (f"an {mode} run, the claim's own mode" if mode == "fp16" else
+                f"a {mode} run: Accelerate's fp16 does nothing on a CPU (step 4). The fp16 trace below is "
+                "PyTorch's autocast alone; Accelerate in fp16 runs only on a CUDA GPU, such as a T4")
+    weights_16 = weights != ["torch.float32"]
+    return [
+        f"evidence: {evidence}",
+        "claim 'weights converted to FP16': " + ("holds" if weights_16 else (
+            f"does not hold in {low}: the weights stay {weights}; autocast made {casts} temporary {low} copies of "
+            "weights and inputs for the matmuls")),
+        f"claim 'gradients computed in FP32': the backward matmuls (mm) ran in {backward_mm}; " + (
+            "holds" if backward_mm == "float32" else
+            f".grad is {grads} only because the weights are fp32 (each {low} copy's gradient flows back into its "
+            "fp32 weight)"),
+    ]
+
+
+def forward_dtypes(model, inputs) -> list[str]:
+    """The dtypes the ops of `model(inputs)` computed in (a `DtypeTrace` of the forward), sorted."""
+    with DtypeTrace() as trace:
+        model(inputs)
+    return sorted(set(trace.op_dtypes().values()))
+
+
+def scaling_report(reference, plain, scaled, scale: float) -> tuple[dict[str, Any], str]:
+    """Did fp16 lose a small gradient without loss scaling, and get it back with it? (notebook 02, step 3)
+
+    `reference` is the fp32 weight gradient; `plain` and `scaled` are (output gradient, unscaled weight gradient)
+    of an fp16 run without and with the loss multiplied by `scale`. Returns the facts and a printable summary.
+    """
+    (y_grad, unscaled), (y_grad_scaled, rescued) = plain, scaled
+    error = ((rescued - reference).abs().max() / reference.abs().max()).item()
+    facts = {"fp16_underflow_without_scaling": bool((y_grad == 0).all() and (unscaled == 0).all()),
+             "fp16_survives_with_scaling": bool((y_grad_scaled != 0).all()) and error < 1e-2,
+             "fp16_rescued_relative_error": error}
+    text = (f"fp32 weight gradient: mean |g| {reference.abs().mean():.3g}\n"
+            f"fp16, no scaling: {(y_grad == 0).float().mean():.0%} of output gradients are zero, weight gradient "
+            f"all zero: {bool((unscaled == 0).all())}\n"
+            f"fp16, loss x {scale:g}: {(y_grad_scaled == 0).float().mean():.0%} zero, unscaled weight gradient "
+            f"within {error:.2%} of fp32")
+    return facts, text
+
+
+def batches_with_outlier(tensors, batch_size: int, steps: int, outlier_step: int, device, value: float = 1e5):
+    """`steps` consecutive batches of (inputs, targets); in batch `outlier_step` one pixel is `value`.
+
+    1e5 is beyond fp16's largest number (65504): autocast turns it into inf, and the loss and gradients of that
+    step become inf or NaN, which is what the GradScaler must catch.
+    """
+    images, labels = tensors
+    for step in range(steps):
+        batch = slice(step * batch_size, (step + 1) * batch_size)
+        inputs, targets = images[batch].clone().to(device), labels[batch].to(device)
+        if step == outlier_step:
+            inputs[0, 0] = value
+        yield inputs, targets
+
+
+class ScalerWalk(NamedTuple):
+    """One row per step (scale before and after, loss, skipped, AdamW's step count), and the scales in order."""
+
+    rows: list[dict[str, Any]]
+    scales: list[float]
+    skipped: list[int]
+
+    def table(self) -> dict[str, str]:
+        return {f"step {r['step']}": f"scale {r['scale']:g} -> {r['next_scale']:g}, loss {r['loss']}, "
+                f"{'SKIPPED' if r['skipped'] else 'stepped'}, AdamW steps {r['optimizer_steps']}" for r in self.rows}
+
+
+def walk_scaler(train_step, scaler, optimizer, batches) -> ScalerWalk:
+    """Run `train_step(inputs, targets)` (which calls `scaler.scale`, `scaler.step`, `scaler.update`) per batch.
+
+    Before each step it reads the scale and copies the first parameter; after it, a step is *skipped* when that
+    parameter is bit for bit unchanged. AdamW's own step count (`optimizer.state[p]["step"]`) shows the same.
+    """
+    import torch
+
+    first = optimizer.param_groups[0]["params"][0]
+    rows = []
+    for step, (inputs, targets) in enumerate(batches):
+        scale, before = scaler.get_scale(), first.detach().clone()
+        loss = train_step(inputs, targets)
+        rows.append({"step": step, "scale": scale, "loss": f"{loss.item():.4f}", "next_scale": scaler.get_scale(),
+                     "skipped": torch.equal(before, first.detach()),
+                     "optimizer_steps": int(optimizer.state[first].get("step", 0))})
+    return ScalerWalk(rows, [r["scale"] for r in rows] + [rows[-1]["next_scale"]],
+                      [r["step"] for r in rows if r["skipped"]])
+
+
+def _autocast(device_type: str, precision: str):
+    """`torch.autocast` in `precision` ("no", "fp16", "bf16"); disabled for "no" (fp32)."""
+    import torch
+
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.bfloat16)
+    return torch.autocast(device_type, dtype=dtype, enabled=precision != "no")
+
+
+def saved_activation_bytes(model, inputs, targets, precision: str) -> tuple[int, dict[str, int]]:
+    """Bytes autograd keeps for backward in one forward and loss, under autocast in `precision` ("no": fp32).
+
+    Counted with `freegpu.measure.SavedTensors` (parameters apart): the activations only, on any device. Returns
+    the total and its split by dtype.
+    """
+    import torch.nn.functional as F
+
+    from .measure import SavedTensors
+
+    with SavedTensors() as saved, _autocast(inputs.device.type, precision):
+        F.cross_entropy(model(inputs), targets)
+    return saved.activation_bytes, saved.by_dtype
+
+
+def activation_survey(make_model, inputs, targets, precisions: list[str]) -> tuple[dict[str, Any], str]:
+    """`saved_activation_bytes` of a fresh `make_model()` in each precision; the first is the baseline (fp32).
+
+    Returns the facts notebook 02 records (`activation_bytes`, `activation_bytes_by_dtype` and
+    `activation_bytes_ratio`, the second precision over the first) and a printable line.
+    """
+    saved = {p: saved_activation_bytes(make_model(), inputs, targets, p) for p in dict.fromkeys(precisions)}
+    total = {p: bytes_ for p, (bytes_, _) in saved.items()}
+    base, mode = precisions[:2]
+    facts = {"activation_bytes": total, "activation_bytes_by_dtype": {p: d for p, (_, d) in saved.items()},
+             "activation_bytes_ratio": total[mode] / total[base]}
+    text = (f"saved for backward, one batch of {len(inputs)}: " + ", ".join(f"{p} {b / 2**20:.2f} MiB"
+            for p, b in total.items()) + f"; {mode}/{base} = {facts['activation_bytes_ratio']:.2f}")
+    return facts, text
+
+
+def step_times(train, names: tuple[str, ...], steps: int, trials: int) -> tuple[dict[str, Any], str]:
+    """Milliseconds per training step of `train(name, steps)` for each name, with the spread (notebook 02).
+
+    Interleaved trials after one warm-up each (`measure.interleaved_timings`). Returns the facts notebook 02
+    records and a printable report: `step_time_ms` (each name's spread), `step_time_ratio` (the second name's
+    median over the first's) and `step_time_resolved`, False when the two ranges (min to max) overlap: then the
+    ratio is not a finding on this machine.
+    """
+    from .measure import interleaved_timings, spread
+
+    candidates = {name: (lambda name=name: train(name, steps)) for name in names}
+    timings = interleaved_timings(candidates, repeats=trials, warmup=1)
+    ms = {name: spread([1000 * t / steps for t in times]) for name, times in timings.items()}
+    (base_name, base), (name, other) = ms.items()
+    resolved = other["min"] > base["max"] or other["max"] < base["min"]
+    ratio = other["median"] / base["median"]
+    lines = [f"{n:>4}: median {s['median']:.2f} ms/step (min {s['min']:.2f}, max {s['max']:.2f}, {s['n']} trials)"
+             for n, s in ms.items()]
+    lines.append(f"{name} / {base_name} time per step: {ratio:.2f}"
+                 + ("" if resolved else " (the ranges overlap: not resolved on this machine)"))
+    return {"step_time_ms": ms, "step_time_ratio": ratio, "step_time_resolved": resolved}, "\n".join(lines)
+
+
+def with_peak(device, fn, *args) -> tuple[Any, int | None]:
+    """`fn(*args)` and, on a CUDA device, the peak bytes allocated while it ran; `None` elsewhere."""
+    if device.type != "cuda":
+        return fn(*args), None
+    import torch
+
+    torch.cuda.reset_peak_memory_stats(device)
+    result = fn(*args)
+    return result, torch.cuda.max_memory_allocated(device)
+
+
+def evaluate(model, tensors, precision: str) -> tuple[float, float]:
+    """Cross-entropy and accuracy of `model` on `tensors` (images, labels), the forward under `precision`.
+
+    The tensors are moved to the device of the model's first parameter.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    device = next(model.parameters()).device
+    images, labels = (t.to(device) for t in tensors)
+    with torch.no_grad(), _autocast(images.device.type, precision):
+        logits = model(images).float()
+    return F.cross_entropy(logits, labels).item(), (logits.argmax(-1) == labels).float().mean().item()
+
+
+def article_verdicts(saved: dict[str, Any], times: dict[str, Any], peak_memory_bytes: dict[str, int], mode: str,
+                     native_amp: bool) -> list[str]:
+    """Notebook 02's sentences on the articles' claims, from this run's numbers, saying what each one compares.
+
+    `saved` and `times` are the facts of `activation_survey` and `step_times`; `saved["activation_bytes"]` has
+    "no" (fp32), `mode` and "fp16" (PyTorch's autocast alone). `peak_memory_bytes` is empty unless a CUDA GPU ran
+    (then it has "no" and `mode`).
+    """
+    activation_bytes, lines = saved["activation_bytes"], []
+    for precision in dict.fromkeys([mode, "fp16"]):
+        if precision in activation_bytes:
+            saving = 1 - activation_bytes[precision] / activation_bytes["no"]
+            lines.append(f"activations, {precision}: {saving:.0%} fewer bytes kept for backward than fp32.")
+    lines.append("This is the guide's reason ('activations stored in FP16'), not its claim: 'nearly half of the "
+                 "GPU memory' counts all GPU memory, and weights, .grad and AdamW state stay fp32 (step 2).")
+    if peak_memory_bytes:
+        lines.append(f"GPU peak memory, {mode} / fp32: {peak_memory_bytes[mode] / peak_memory_bytes['no']:.2f}.")
+    else:
+        lines.append("GPU peak memory: not measured, there is no CUDA GPU here (a Colab or Kaggle T4 measures it).")
+    speed = f"{mode} step time / fp32: {times['step_time_ratio']:.2f}"
+    lines.append(speed + ("" if times["step_time_resolved"] else " (the ranges overlap: not resolved on this machine)")
+                 + ("" if peak_memory_bytes else "; a CPU has no tensor cores, so this says nothing of a GPU."))
+    how = "op for op" if native_amp else "with differences (see step 2)"
+    lines.append(f"the +44% row: both columns are fp16, and Accelerate ran torch.autocast {how} (in {mode} "
+                 "here), so mixed precision alone does not explain the gap; the article does not say what does.")
+    return lines
+
+
+_T4 = "Tesla T4, 15360, 7.5, 550.54"  # nvidia-smi's name, MiB, compute capability, driver
+# The GPUs Colab and Kaggle hand out (Kaggle's P100 is retired: notebook 06), as `nvidia-smi` prints them.
+FREE_GPUS = {"Colab T4": _T4, "Kaggle GPU T4 x2": f"{_T4}\n{_T4}", "Colab Pro L4": "NVIDIA L4, 23034, 8.9, 550.54",
+             "Colab Pro A100": "NVIDIA A100-SXM4-40GB, 40960, 8.0, 550.54"}
+
+
+def simulated_choices(gpus: dict[str, str] = FREE_GPUS) -> dict[str, dict[str, Any]]:
+    """What `pick_mixed_precision` answers on each simulated GPU box (`label: nvidia-smi line(s)`)."""
+    from .hardware import detect_hardware
+
+    choices = {}
+    for label, smi in gpus.items():
+        sim = detect_hardware(nvidia_smi=smi, topology="")
+        choices[label] = {"auto": pick_mixed_precision(sim, "auto").mode,
+                          "bf16 request warns": pick_mixed_precision(sim, "bf16").warning is not None}
+    return choices

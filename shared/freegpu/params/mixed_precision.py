@@ -1,0 +1,33 @@
+"""Notebook 02's parameters and their allowed values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed, check_source
+from ..data import MNIST_HUB_ID
+from ..precision import MODES
+from ..profile import PROFILES
+
+NAMES = ("profile", "output_dir", "data_dir", "seed", "mixed_precision", "d_model", "num_layers", "batch_size",
+         "learning_rate", "train_steps", "timing_steps", "timing_trials", "scaler_growth_interval", "loss_tolerance")
+
+
+def check(p: dict[str, Any]) -> None:
+    check_choice("profile", p["profile"], PROFILES)
+    check_source("data_dir", p["data_dir"], hub_default=MNIST_HUB_ID)
+    check_seed("seed", p["seed"])
+    check_choice("mixed_precision", p["mixed_precision"], MODES)
+    for name, low, high in [("d_model", 0, 4096), ("num_layers", 1, 24), ("batch_size", 2, 8192)]:
+        check_int(name, p[name], minimum=low, maximum=high)
+    check_float("learning_rate", p["learning_rate"], minimum=1e-6, maximum=1.0)
+    for name, low, high in [("train_steps", 1, 20_000), ("timing_steps", 1, 1000), ("timing_trials", 3, 20),
+                            ("scaler_growth_interval", 1, 2000)]:
+        check_int(name, p[name], minimum=low, maximum=high)
+    check_float("loss_tolerance", p["loss_tolerance"], minimum=0.0, maximum=1.0)
+    d_model, batch_size, num_layers = p["d_model"], p["batch_size"], p["num_layers"]
+    if d_model % 4:
+        raise ValueError(f"parameter d_model={d_model!r} must be a multiple of 4 (attention heads)")
+    widest = d_model or 512  # fp32 activations of one step: ~40 floats per token and width, per block
+    check_fits_memory("batch_size", batch_size, batch_size * 28 * widest * 4 * 40 * num_layers,
+                      what="the fp32 activations of one training step")
