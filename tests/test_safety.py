@@ -83,6 +83,8 @@ BAD_TOGETHER = {
     "01_mnist_migration": [("batch_size", {"batch_size": 1_000_000_000}), ("num_epochs", {"num_epochs": 100_000}),
                            ("seed", {"seed": 99999999999999999999}), ("hidden_size", {"hidden_size": 1e9}),
                            ("hidden_size", {"hidden_size": 2**20, "batch_size": 4096})],
+    "02_mixed_precision": [("d_model", {"d_model": 30}),
+                           ("batch_size", {"batch_size": 8192, "d_model": 4096, "num_layers": 24})],
     "03_memory_tricks": [("d_model", {"d_model": 66}), ("batch_size", {"batch_size": 30}),
                          ("leak_steps", {"leak_steps": 50, "batch_size": 4096, "num_rows": 1024, "d_model": 2048})],
     "04_tpu_data_loaders": [("memmap_rows", {"memmap_rows": 2**24, "row_features": 2**16}),
