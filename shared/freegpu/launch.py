@@ -121,7 +121,9 @@ def _guard(notebook: int, cmd: list[str]) -> int:
     import psutil  # noqa: F401  (imported now, not first inside a signal handler)
 
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
-    ending = threading.Lock()
+    # Reentrant: a second signal that lands while the main thread is already ending the tree runs `end` again in
+    # that same thread, on top of the first. With a plain lock it slept there forever, and the guard stayed.
+    ending = threading.RLock()
 
     def end(code: int) -> None:
         if ending.acquire(blocking=False):  # the first of signal and watcher does it; the other waits for exit
