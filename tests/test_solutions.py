@@ -16,7 +16,7 @@ from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT, load_build_script
 solutions = load_build_script("solutions")
 
 # Course notebooks that must have a solutions file with one block per exercise (all of them, once written).
-SOLVED: list[str] = []
+SOLVED = NOTEBOOK_NAMES  # every notebook: each exercise has its worked solution
 
 EXERCISES = """## Recap
 

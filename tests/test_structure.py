@@ -74,9 +74,7 @@ def test_parameters_have_types_and_help(name):
     assert inferred["profile"]["default"] == '"auto"' and inferred["output_dir"]["default"] == '""'
 
 
-# Notebooks whose check cell is the one call below (issue 17 converts them one by one; then every notebook).
-ONE_CALL_CHECKS = ["00_environment_check", "01_mnist_migration", "02_mixed_precision", "03_memory_tricks",
-                   "04_tpu_data_loaders", "05_bert_finetune", "06_kaggle_commit_workflow"]
+ONE_CALL_CHECKS = NOTEBOOK_NAMES  # every notebook checks its parameters with one call
 
 
 @pytest.mark.parametrize("name", ONE_CALL_CHECKS)
