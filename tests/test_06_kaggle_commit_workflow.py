@@ -515,3 +515,36 @@ def test_notebook_wheelhouse_falls_back_to_the_course_build(tmp_path, monkeypatc
     (built / "manifest.json").write_text(json.dumps({"files": [{"file": "x.whl"}], "total_bytes": 1}))
     found = wheelhouse.notebook_wheelhouse(tmp_path / "house", NAME)
     assert found["folder"] == built and found["files"] == [{"file": "x.whl"}] and "course build" in found["origin"]
+
+
+def test_06_script_trains_resumes_and_saves_without_the_course_package(tmp_path):
+    """train_resumable.py is copyable: it trains, checkpoints, resumes and saves where freegpu cannot be imported."""
+    import os
+    import subprocess
+    import sys
+
+    import nbformat
+    import torch
+    from safetensors.torch import save_file
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / f"{NAME}.ipynb", as_version=4)
+    cell = next(c.source for c in nb.cells if c.source.startswith("%%writefile"))
+    (tmp_path / "train_resumable.py").write_text(cell.split("\n", 1)[1])
+    generator = torch.Generator().manual_seed(0)
+    save_file({"images": torch.rand(256, 64, generator=generator), "labels": torch.randint(0, 10, (256,),
+               generator=generator)}, str(tmp_path / "train.safetensors"))
+    hide = "import sys; sys.modules['freegpu'] = None"  # `import freegpu` raises ImportError
+    run = [sys.executable, "-c", f"{hide}; import runpy; sys.argv = sys.argv[1:]; "
+           "runpy.run_path(sys.argv[0], run_name='__main__')", "train_resumable.py", "--train_file",
+           "train.safetensors", "--output_dir", "out", "--cpu", "--num_epochs", "2", "--checkpointing_steps", "3"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    checkpoints = sorted((tmp_path / "out" / "checkpoints").glob("step_*"))
+    assert checkpoints, list((tmp_path / "out").rglob("*"))
+    assert list((tmp_path / "out" / "final").glob("*.safetensors"))
+    again = subprocess.run([*run, "--resume_from"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                           env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = [json.loads(line[len("REPORT "):]) for line in again.stdout.splitlines() if line.startswith("REPORT ")]
+    assert any(r.get("event") == "resumed" and r["checkpoint"] == checkpoints[-1].name for r in resumed), resumed
