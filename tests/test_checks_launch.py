@@ -193,21 +193,9 @@ def test_leaving_the_block_ends_the_whole_tree():
     assert _all_gone(tree)
 
 
-def test_killed_parent_takes_the_tree_with_it(tmp_path):
-    """SIGKILL the process that launched (the kernel, here a stand-in): everything it launched is gone soon after."""
-    script = tmp_path / "kernel.py"
-    script.write_text("import sys, time\nfrom freegpu.launch import launched\n"
-                      f"with launched([sys.executable, '-c', {_TREE!r}]) as proc:\n"
-                      "    print(proc.pid, flush=True)\n    time.sleep(120)\n")
-    kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    guard = int(kernel.stdout.readline())
-    tree = [psutil.Process(guard), *_tree_of(guard, 2)]
-    kernel.send_signal(signal.SIGKILL)
-    kernel.wait()
-    assert _all_gone(tree)
-
-
-_LOST_SIGNAL = {
+_HOW_LAUNCHED = {
+    # as a notebook does: the guard armed with the parent-death signal
+    "armed": f"with launched([sys.executable, '-c', {_TREE!r}]) as proc:\n",
     # the parent-death signal blocked in the mask the guard inherits: the guard unblocks it
     "blocked": "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
                f"with launched([sys.executable, '-c', {_TREE!r}]) as proc:\n",
@@ -218,10 +206,12 @@ _LOST_SIGNAL = {
 }
 
 
-@pytest.mark.parametrize("lost", sorted(_LOST_SIGNAL))
-def test_killed_parent_takes_the_tree_with_it_when_the_signal_is_lost(tmp_path, lost):
+@pytest.mark.parametrize("how", sorted(_HOW_LAUNCHED))
+def test_killed_parent_takes_the_tree_with_it(tmp_path, how):
+    """SIGKILL the process that launched (the kernel, here a stand-in): everything it launched is gone soon after,
+    also when the parent-death signal is blocked or was never armed."""
     script = tmp_path / "kernel.py"
-    script.write_text("import os, sys, time\nfrom freegpu.launch import launched\n" + _LOST_SIGNAL[lost]
+    script.write_text("import os, sys, time\nfrom freegpu.launch import launched\n" + _HOW_LAUNCHED[how]
                       + "    print(proc.pid, flush=True)\n    time.sleep(120)\n")
     kernel = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     guard = int(kernel.stdout.readline())
