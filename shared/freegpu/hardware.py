@@ -226,7 +226,7 @@ def pitfalls(hw: HardwareInfo, platform: str) -> list[str]:
                      "notebook_launcher and do not touch the XLA device before it forks (notebook 04).")
     if platform == "kaggle":
         found.append("Only the working folder is saved with a Kaggle version, and it is capped at 20 GB "
-                     "(notebook 06).")
+                     "(https://www.kaggle.com/docs/notebooks; notebook 06).")
     return found
 
 

@@ -28,7 +28,8 @@ __all__ = [
     "kaggle_dataset_dir",
 ]
 
-# /kaggle/working is what a Kaggle "Save Version" keeps; Kaggle caps it at 20 GB.
+# /kaggle/working is what a Kaggle "Save Version" keeps: "Up to 20 GBs of output from a Notebook may be saved to disk
+# in /kaggle/working" (https://www.kaggle.com/docs/notebooks).
 KAGGLE_OUTPUT_BUDGET_BYTES = 20 * 1000**3
 _KAGGLE_WORKING = Path("/kaggle/working")
 _KAGGLE_INPUT = Path("/kaggle/input")
