@@ -329,7 +329,7 @@ def test_02_prints_each_claims_verdict_and_the_accelerator_facts(executed, cours
     assert "claim 'differs from native PyTorch AMP', in bf16: does not hold" in printed
     assert "fp16 autocast, PyTorch alone: matmuls (addmm) in float16" in printed
     # Activation bytes are the guide's reason, not its GPU-memory claim; the +44% row compares fp16 with fp16.
-    assert "This is the guide's reason ('activations stored in FP16'), not its claim" in printed
+    assert "Its claim, 'nearly half of the GPU memory', counts all GPU memory." in printed
     assert "GPU peak memory: not measured, there is no CUDA GPU here" in printed
     assert "the +44% row: both columns are fp16" in printed
     assert "P100" not in printed

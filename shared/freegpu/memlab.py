@@ -24,7 +24,7 @@ from .memory import (
 from .sharding import KINDS, plugin_run, summarize
 
 __all__ = ["RowLab", "show_breakdown", "activation_sweep", "compare_accumulation", "activations_by_accumulation",
-           "show_sync_pattern", "show_hand_rolled", "last_group_scale", "checkpointing_memory", "checkpointing_time",
+           "show_sync_pattern", "show_hand_rolled", "show_last_group", "checkpointing_memory", "checkpointing_time",
            "batch_search", "show_leaks", "AliveTensors", "show_released", "zero_table", "launch_reports",
            "show_setups", "show_plugin_trap"]
 
@@ -179,22 +179,10 @@ def show_hand_rolled(run, build, loader, k: int, learning_rate: float) -> None:
     run.record(hand_rolled_micro_batches_per_step=applied, hand_rolled_never_applied=left)
 
 
-def last_group_scale(run, accelerator, build, loader, k: int) -> None:
-    """The uneven last group of an epoch under `accumulate`: its gradient's norm over the norm of the mean gradient
-    of its examples (one plain backward on them all). Records `last_group_*`."""
+def show_last_group(run, net, reference, leftover: int, k: int) -> None:
+    """Notebook 03, step 2: the gradient of an epoch's uneven last group under `accumulate` (`net`) against one plain
+    backward on the same examples (`reference`): the ratio of their norms. Records `last_group_*`."""
     import torch
-    import torch.nn.functional as F
-    from torch.utils.data import DataLoader, TensorDataset
-
-    micro, (xs, ys) = loader.batch_size, loader.dataset.tensors
-    leftover = len(loader) % k
-    last_x, last_y = xs[-leftover * micro:], ys[-leftover * micro:]
-    reference = build()
-    F.cross_entropy(reference(last_x), last_y).backward()
-    net, dl = accelerator.prepare(build(), DataLoader(TensorDataset(last_x, last_y), batch_size=micro))
-    for x, y in dl:
-        with accelerator.accumulate(net):
-            accelerator.backward(F.cross_entropy(net(x), y))
 
     def grad_norm(m):
         return torch.cat([p.grad.flatten() for p in m.parameters()]).norm().item()

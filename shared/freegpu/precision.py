@@ -75,8 +75,8 @@ def measured_mode(hw: HardwareInfo) -> MeasuredMode:
     """
     if hw.device_kind == "cuda":
         if all(g.bf16_tensor_cores for g in hw.gpus):
-            return MeasuredMode("bf16", False, "bf16 tensor cores (compute capability >= 8.0): as fast as fp16, "
-                                               "no loss scaling")
+            return MeasuredMode("bf16", False, "bf16 tensor cores (compute capability >= 8.0): no loss "
+                                               "scaling")
         return MeasuredMode("fp16", False, "fp16 tensor cores only (T4, V100: compute capability 7.x); bf16 "
                                            "would be emulated")
     if hw.device_kind == "tpu":
@@ -424,8 +424,8 @@ def article_verdicts(saved: dict[str, Any], times: dict[str, Any], peak_memory_b
         if precision in activation_bytes:
             saving = 1 - activation_bytes[precision] / activation_bytes["no"]
             lines.append(f"activations, {precision}: {saving:.0%} fewer bytes kept for backward than fp32.")
-    lines.append("This is the guide's reason ('activations stored in FP16'), not its claim: 'nearly half of the "
-                 "GPU memory' counts all GPU memory, and weights, .grad and AdamW state stay fp32 (step 2).")
+    lines.append("The guide's reason is 'activations stored in FP16'. Its claim, 'nearly half of the GPU memory', "
+                 "counts all GPU memory. Weights, .grad and AdamW state stay fp32 (step 2).")
     if peak_memory_bytes:
         lines.append(f"GPU peak memory, {mode} / fp32: {peak_memory_bytes[mode] / peak_memory_bytes['no']:.2f}.")
     else:
