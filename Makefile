@@ -21,7 +21,7 @@ IMAGE_VENVS := .venv-images
 IMAGE_LANES := colab-gpu kaggle-gpu
 IMAGE_STAMPS := $(IMAGE_LANES:%=$(IMAGE_VENVS)/%/.installed)
 
-.PHONY: course test venvs test-main test-xla test-images lab sync pins clean
+.PHONY: course test venvs test-main test-xla test-images lab sync i18n pins clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -73,9 +73,17 @@ test-images: $(STAMP) $(IMAGE_STAMPS)
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
 
-# Rewrite badges and setup cells from pyproject.toml and strip outputs (a test fails until this is done).
+# Rewrite badges and setup cells from pyproject.toml and strip outputs, then write the Chinese edition
+# (notebooks/zh/) from the English and locale/zh/*.po (a test fails until this is done).
 sync: $(STAMP)
 	$(BIN)/python build/sync_notebooks.py
+	$(BIN)/python build/i18n.py write
+
+# After an English change: refresh the catalogs (msgmerge keeps the old translation as fuzzy) and list what is
+# left to translate; translate the msgstr in locale/zh/*.po and shared/freegpu/locale/zh.po, then `make sync`.
+i18n: $(STAMP)
+	$(BIN)/python build/i18n.py update
+	-$(BIN)/python build/i18n.py check
 
 # Re-pin constraints.txt to what is installed in .venv (after changing a version on purpose).
 pins: $(STAMP)

@@ -13,6 +13,10 @@ A notebook's page is its XLA-lane execution where one exists (notebook 04), with
 as a second page; the starters (executed into <out>/starters/) get pages under "Starters". A link to a notebook
 number that this build has no page for (a planned notebook) becomes plain text; any other unresolved link fails.
 Launch links come from build/sync_notebooks.py, like the badges.
+
+The Chinese edition is built the same way into <out>/site/zh/, from the zh lane's runs (notebooks/zh/, executed
+into <out>/zh/) and docs/zh/ (its front page, the 中英术语表 and the 纠错对照表). Every page has a switch to the
+same page in the other language; the builder's own words on a zh page come from locale/zh/site.po (`t`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ DOCS = ROOT / "docs"
 OUT = ROOT / "build" / "out"
 IMAGE_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".gif")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-LANE_TITLES = {"main": "main environment", "xla": "XLA lane"}
+EDITIONS = {"en": "en", "zh": "zh_CN"}  # the editions and their Sphinx `language`
+SITE_CATALOG = ROOT / "locale" / "zh" / "site.po"
+_edition = {"language": "en"}
 # `[text](02_mixed_precision.ipynb)`, `[text](notebooks/02_x.ipynb#step-1)`: group 1 the text, group 2 the number.
 NOTEBOOK_LINK = re.compile(r"(?<!!)\[([^\]]+)\]\((?:\.\./)?(?:notebooks/)?(\d\d)_[\w.-]*?\.ipynb(?:#[\w-]*)?\)")
 TABLE_MARKER = "<!-- course:notebook-table -->"
@@ -66,6 +72,25 @@ def _sync_module():
 
 MACHINE_LABELS = {"os": "OS", "python": "Python", "cpu": "CPU", "logical_cpus": "logical CPUs",
                   "usable_cpus": "usable CPUs", "ram_gib": "RAM GiB"}
+
+
+def t(message: str) -> str:
+    """`message` in the language of the edition being staged: English, or its Chinese from locale/zh/site.po."""
+    if _edition["language"] == "en":
+        return message
+    return _site_catalog().get(message, message)
+
+
+def _site_catalog() -> dict[str, str]:
+    import polib
+
+    if not SITE_CATALOG.exists():
+        return {}
+    return {e.msgid: e.msgstr for e in polib.pofile(str(SITE_CATALOG)) if e.msgstr and "fuzzy" not in e.flags}
+
+
+def lane_title(lane: str) -> str:
+    return {"main": t("main environment"), "xla": t("XLA lane"), "zh": t("main environment")}.get(lane, lane)
 
 
 def escape(text: str) -> str:
@@ -120,21 +145,22 @@ def unlink_missing(text: str, numbers: set[str]) -> str:
 
 def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
     run = page.run
-    lines = [f"Executed by this build: **{run['status']}**, {_wall(run)}, peak memory {_memory(run)}"]
+    lines = [t("Executed by this build: **{status}**, {wall}, peak memory {memory}").format(
+        status=run["status"], wall=_wall(run), memory=_memory(run))]
     if results:  # a starter's results have a device and no profile
         lines[0] += "".join(f", {key} `{results[key]}`" for key in ("profile", "device")
                             if results.get(key) is not None)
-    lines[0] += f". See {{ref}}`what this build measured <measured-{page.name}>`."
+    lines[0] += t(". See {{ref}}`what this build measured <measured-{name}>`.").format(name=page.name)
     if run.get("lane") == "xla":
         versions = measured((results or {}).get("versions")) or {}
         pair = ", ".join(f"{k} {versions[k]}" for k in ("torch", "torch_xla") if k in versions)
-        lines.append(f"This page is the **XLA-lane** execution ({pair}; `PJRT_DEVICE=CPU`: real XLA, compiled "
-                     "for the CPU), so the notebook's TPU half ran.")
+        lines.append(t("This page is the **XLA-lane** execution ({pair}; `PJRT_DEVICE=CPU`: real XLA, compiled "
+                       "for the CPU), so the notebook's TPU half ran.").format(pair=pair))
     if other is not None:
-        label = "the XLA-lane execution" if other.run.get("lane") == "xla" else "the main-environment run"
-        lines.append(f"Compare with [{label}]({Path(other.docname).name}.ipynb).")
+        label = t("the XLA-lane execution") if other.run.get("lane") == "xla" else t("the main-environment run")
+        lines.append(t("Compare with [{label}]({page}.ipynb).").format(label=label, page=Path(other.docname).name))
     if run.get("error"):
-        lines.append(f"The run failed: {escape(run['error'].splitlines()[0][:300])}")
+        lines.append(t("The run failed: {error}").format(error=escape(run["error"].splitlines()[0][:300])))
     kind = "note" if run["status"] == "ok" else "warning"
     return f":::{{{kind}}}\n:class: run-note\n" + "\n\n".join(lines) + "\n:::"
 
@@ -191,7 +217,8 @@ def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[s
         cell = nb.cells[title_at]
         cell.source = re.sub(r"^(\s*# .*)$", r"\1 (main environment)", cell.source, count=1, flags=re.M)
     launch = (":::{container} launch-links\n"
-              f"[Open in Colab]({links['colab']}) [Open in Kaggle]({links['kaggle']})\n:::")
+              f"[{t('Open in {platform}').format(platform='Colab')}]({links['colab']}) "
+              f"[{t('Open in {platform}').format(platform='Kaggle')}]({links['kaggle']})\n:::")
     nb.cells[title_at + 1:title_at + 1] = [nbformat.v4.new_markdown_cell(launch), nbformat.v4.new_markdown_cell(note)]
     dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dest)
@@ -205,11 +232,11 @@ def _memory(run: dict) -> str:
 def _wall(run: dict) -> str:
     wall, budget = run.get("wall_s"), run.get("budget_s")
     if run["status"] != "ok" and not wall:  # never started (the XLA lane's environment was missing)
-        return "did not start"
+        return t("did not start")
     if budget is None:
         return f"{wall:.1f} s"
-    over = " [over budget]{.over-budget}" if wall > budget else ""
-    return f"{wall:.1f} s of {budget:g} s{over}"
+    over = t(" [over budget]{{.over-budget}}") if wall > budget else ""
+    return t("{wall} s of {budget} s").format(wall=f"{wall:.1f}", budget=f"{budget:g}") + over
 
 
 def _results(out_root: Path, run: dict) -> dict | None:
@@ -234,21 +261,22 @@ def measurements_page(out_root: Path, summary: dict, titles: dict[str, str], src
     """The page "What this build measured", as MyST markdown, from summary.json and every results.json."""
     runs = summary["notebooks"]
     ok = sum(r["status"] == "ok" for r in runs)
-    lines = ["# What this build measured", "",
-             f"{len(runs)} notebook runs, {ok} ok, {len(runs) - ok} failed. Each notebook ran headless under "
-             "papermill; wall time is the whole notebook (kernel start included), peak memory is the resident "
-             "memory of the kernel and everything it started. Budgets are benchmarks, not limits; machine load is "
-             "the 1-minute load average when the run ended (above the number of CPUs, other work was competing)."]
+    lines = [t("# What this build measured"), "",
+             t("{runs} notebook runs, {ok} ok, {failed} failed. Each notebook ran headless under "
+               "papermill; wall time is the whole notebook (kernel start included), peak memory is the resident "
+               "memory of the kernel and everything it started. Budgets are benchmarks, not limits; machine load is "
+               "the 1-minute load average when the run ended (above the number of CPUs, other work was competing)."
+               ).format(runs=len(runs), ok=ok, failed=len(runs) - ok)]
     if summary.get("built_at"):
         built = dt.datetime.fromisoformat(summary["built_at"]).astimezone(dt.UTC)
-        lines += ["", f"Built {built:%Y-%m-%d %H:%M} UTC."]
+        lines += ["", t("Built {when} UTC.").format(when=f"{built:%Y-%m-%d %H:%M}")]
     machine = measured(summary.get("machine")) or {}
     if machine:
-        lines += ["", "**Machine:** " + "; ".join(f"{MACHINE_LABELS.get(k, escape(k))} {_format(v)}"
-                                                  for k, v in machine.items()) + "."]
-    lines += ["", "| notebook | lane | status | wall time | peak memory |", "|---|---|---|---|---|"]
+        lines += ["", t("**Machine:**") + " " + "; ".join(f"{MACHINE_LABELS.get(k, escape(k))} {_format(v)}"
+                                                          for k, v in machine.items()) + "."]
+    lines += ["", t("| notebook | lane | status | wall time | peak memory |"), "|---|---|---|---|---|"]
     for run in runs:
-        lane = LANE_TITLES.get(run.get("lane", "main"), run.get("lane"))
+        lane = lane_title(run.get("lane", "main"))
         lines.append(f"| {{ref}}`{titles.get(run['name'], run['name'])} <measured-{run['name']}>` | {lane} | "
                      f"[{run['status']}]{{.status-{run['status']}}} | {_wall(run)} | {_memory(run)} |")
     for name in dict.fromkeys(r["name"] for r in runs):
@@ -259,27 +287,27 @@ def measurements_page(out_root: Path, summary: dict, titles: dict[str, str], src
 
 def _notebook_section(out_root: Path, name: str, title: str, runs: list[dict], src: Path) -> list[str]:
     results = [_results(out_root, r) for r in runs]
-    heads = [LANE_TITLES.get(r.get("lane", "main"), r.get("lane")) for r in runs]
-    rows = {"status": [f"[{r['status']}]{{.status-{r['status']}}}" for r in runs],
-            "wall time": [_wall(r) for r in runs], "peak memory": [_memory(r) for r in runs],
-            "machine load": [f"{r['load_1m']:.1f}" if r.get("load_1m") is not None else "-" for r in runs]}
+    heads = [lane_title(r.get("lane", "main")) for r in runs]
+    rows = {t("status"): [f"[{r['status']}]{{.status-{r['status']}}}" for r in runs],
+            t("wall time"): [_wall(r) for r in runs], t("peak memory"): [_memory(r) for r in runs],
+            t("machine load"): [f"{r['load_1m']:.1f}" if r.get("load_1m") is not None else "-" for r in runs]}
     for label in ("profile", "platform", "device"):
         rows[label] = [_format(v[label]) if v and v.get(label) is not None else "" for v in results]
     keyed = [key_results(v) if v else {} for v in results]
     for key in dict.fromkeys(k for values in keyed for k in values):
-        rows[f"`{key}`"] = [_format(values[key]) if key in values else "not run" for values in keyed]
+        rows[f"`{key}`"] = [_format(values[key]) if key in values else t("not run") for values in keyed]
     lines = [f"(measured-{name})=", f"## {title}", "", "| | " + " | ".join(heads) + " |",
              "|---" * (len(runs) + 1) + "|"]
     lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in rows.items()]
     for run, values, head in zip(runs, results, heads, strict=True):
         if run.get("error"):
-            lines += ["", f"The {head} run failed:", "", "````text", run["error"], "````"]
+            lines += ["", t("The {lane} run failed:").format(lane=head), "", "````text", run["error"], "````"]
         versions = measured((values or {}).get("versions"))
         if versions:
-            lines += ["", f"Versions ({head}): " + escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "."]
+            lines += ["", t("Versions ({lane}):").format(lane=head) + " " + escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "."]
         for plot in _plots(out_root, run, src):
-            lines += ["", f"```{{figure}} {plot}", ":width: 90%", "", f"`{Path(plot).name}`, saved by the {head} run",
-                      "```"]
+            caption = t("`{file}`, saved by the {lane} run").format(file=Path(plot).name, lane=head)
+            lines += ["", f"```{{figure}} {plot}", ":width: 90%", "", caption, "```"]
     return lines
 
 
@@ -291,11 +319,11 @@ def build_line(out_root: Path, summary: dict) -> str:
         found = sorted({str(v[key]) for v in results if v.get(key) is not None})
         if found:
             parts.append(f"{label} {', '.join(f'`{f}`' for f in found)}")
-    lanes = sorted({LANE_TITLES.get(r.get("lane", "main"), r.get("lane")) for r in summary["notebooks"]})
-    parts.append(" and ".join(lanes))
+    lanes = sorted({lane_title(r.get("lane", "main")) for r in summary["notebooks"]})
+    parts.append(t(" and ").join(lanes))
     cpus = (summary.get("machine") or {}).get("logical_cpus")
     if cpus:
-        parts.append(f"{cpus} logical CPUs")
+        parts.append(t("{cpus} logical CPUs").format(cpus=cpus))
     return "; ".join(parts)
 
 
@@ -343,19 +371,29 @@ def collect_pages(out_root: Path, summary: dict) -> tuple[dict[str, Page], list[
     return pages, extra
 
 
-def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
-    """Write the Sphinx source folder; return the course settings it used."""
+def stage(out_root: Path, src: Path, repo_root: Path = ROOT, language: str = "en") -> dict:
+    """Write the Sphinx source folder of the `language` edition; return the course settings it used.
+
+    The English edition shows every run but the zh lane's; the zh edition shows the zh lane's runs, with docs/zh/
+    as its pages (conf.py and _static are shared)."""
+    _edition["language"] = language
     summary = json.loads((out_root / "summary.json").read_text())
+    summary = {**summary, "notebooks": [r for r in summary["notebooks"]
+                                        if (r.get("lane") == "zh") == (language == "zh")]}
     sync = _sync_module()
     settings = sync.course_settings()
+    docs = DOCS / language if language != "en" else DOCS
     shutil.rmtree(src, ignore_errors=True)
-    shutil.copytree(DOCS, src, ignore=shutil.ignore_patterns("_build", "__pycache__"))
+    shutil.copytree(docs, src, ignore=shutil.ignore_patterns("_build", "__pycache__", *EDITIONS))
+    if language != "en":
+        shutil.copyfile(DOCS / "conf.py", src / "conf.py")
+        shutil.copytree(DOCS / "_static", src / "_static")
     pages, extra = collect_pages(out_root, summary)
     numbers = {name[:2] for name in pages}
     roots = tuple(dict.fromkeys(p for root in (repo_root, out_root) for p in (root.absolute(), root.resolve())))
     titles, launch = {}, {}
     for page in [*pages.values(), *extra]:
-        links = sync.launch_links(page.name, settings)
+        links = sync.launch_links(page.name if language == "en" else f"{language}/{page.name}", settings)
         if is_starter(page.run):  # the badges' URLs, in the repository's starters/ folder
             links = {k: v.replace(f"/blob/{settings['branch']}/notebooks/", f"/blob/{settings['branch']}/starters/")
                      for k, v in links.items()}
@@ -367,46 +405,68 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT) -> dict:
         titles.setdefault(page.name, title)
     (src / "measurements.md").write_text(measurements_page(out_root, summary, titles, src))
     readme = (repo_root / "README.md").read_text() if (repo_root / "README.md").exists() else ""
+    if language != "en":  # the front page's table: the zh notebooks' own titles
+        readme = "| # | " + t("notebook") + " |\n|---|---|\n" + "\n".join(
+            f"| {name[:2]} | [{titles[name]}](notebooks/{name}.ipynb) |" for name in sorted(titles)
+            if not is_starter(pages[name].run))
     starters = sorted(name for name, page in pages.items() if is_starter(page.run))
-    toctree = ["```{toctree}", ":caption: Notebooks", ":hidden:", "",
+    toctree = ["```{toctree}", ":caption: " + t("Notebooks"), ":hidden:", "",
                *(pages[name].docname for name in sorted(pages) if name not in starters), "measurements", "```"]
     if starters:
-        toctree += ["", "```{toctree}", ":caption: Starters", ":hidden:", "", *(pages[n].docname for n in starters),
+        toctree += ["", "```{toctree}", ":caption: " + t("Starters"), ":hidden:", "", *(pages[n].docname for n in starters),
                     "```"]
-    guides = sorted(p.stem for p in DOCS.glob("*.md") if p.stem != "index")  # troubleshooting, glossary, ...
+    guides = sorted(p.stem for p in docs.glob("*.md") if p.stem != "index")  # troubleshooting, glossary, ...
     if guides:
-        toctree += ["", "```{toctree}", ":caption: Reference", ":hidden:", "", *guides, "```"]
+        toctree += ["", "```{toctree}", ":caption: " + t("Reference"), ":hidden:", "", *guides, "```"]
     if extra:
-        toctree += ["", "```{toctree}", ":caption: Runs kept for comparison", ":hidden:", "",
+        toctree += ["", "```{toctree}", ":caption: " + t("Runs kept for comparison"), ":hidden:", "",
                     *(p.docname for p in extra), "```"]
     index = (src / "index.md").read_text().replace(TABLE_MARKER, readme_table(readme, pages) + "\n\n"
                                                    + "\n".join(toctree))
     index = index.replace(BUILD_MARKER, build_line(out_root, summary))
     (src / "index.md").write_text(index)
-    course = {"title": "Accelerate on free notebooks", "version": settings["version"],
+    docnames = sorted({p.relative_to(src).with_suffix("").as_posix() for p in src.rglob("*")
+                       if p.suffix in (".md", ".ipynb") and "_static" not in p.parts})
+    course = {"title": t("Accelerate on free notebooks"), "version": settings["version"],
               "copyright": time.strftime("%Y"), "repository": settings["repo"], "branch": settings["branch"],
-              "launch": launch}
+              "launch": launch, "language": EDITIONS[language], "edition": language, "pages": docnames,
+              "run_this": t("Run this notebook"), "open_in": t("Open in {platform}")}
     (src / "course.json").write_text(json.dumps(course, indent=2) + "\n")
     return course
 
 
 def build(out_root: Path = OUT, repo_root: Path = ROOT) -> tuple[Path, float]:
-    """Stage and build the site into `out_root/site`; return its index page and the seconds it took."""
+    """Stage and build the site into `out_root/site` (the zh edition into `site/zh/` when the zh lane ran); return
+    its index page and the seconds it took."""
     missing = [m for m in ("sphinx", "myst_nb", "sphinx_book_theme") if importlib.util.find_spec(m) is None]
     if missing:
         raise SiteBuildError(f"{', '.join(missing)} not installed: pip install -c constraints.txt -e '.[site]'")
     start = time.perf_counter()
-    src, site, doctrees = out_root / "site-src", out_root / "site", out_root / ".site-doctrees"
-    stage(out_root, src, repo_root)
-    for folder in (site, doctrees):
-        shutil.rmtree(folder, ignore_errors=True)
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E", "-q", "-d", str(doctrees),
-           str(src), str(site)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SiteBuildError(f"sphinx-build failed (exit {done.returncode}); in a notebook, a line like 50002 points "
-                             f"at cell 5 (counting from 1) of its staged copy in {src}:\n"
-                             f"{done.stderr.strip() or done.stdout}")
+    site = out_root / "site"
+    shutil.rmtree(site, ignore_errors=True)
+    summary = json.loads((out_root / "summary.json").read_text())
+    editions = ["en"] + (["zh"] if any(r.get("lane") == "zh" for r in summary["notebooks"]) else [])
+    folders = {language: out_root / ("site-src" if language == "en" else f"site-src-{language}")
+               for language in editions}
+    try:
+        courses = {language: stage(out_root, src, repo_root, language) for language, src in folders.items()}
+    finally:
+        _edition["language"] = "en"
+    for language, src in folders.items():  # each page's language switch: the same page in the other edition
+        others = {other: course["pages"] for other, course in courses.items() if other != language}
+        course = {**courses[language], "editions": others}
+        (src / "course.json").write_text(json.dumps(course, indent=2, ensure_ascii=False) + "\n")
+    for language, src in folders.items():
+        doctrees = out_root / (".site-doctrees" if language == "en" else f".site-doctrees-{language}")
+        target = site if language == "en" else site / language
+        shutil.rmtree(doctrees, ignore_errors=True)
+        cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-E", "-q", "-d",
+               str(doctrees), str(src), str(target)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SiteBuildError(f"sphinx-build ({language}) failed (exit {done.returncode}); in a notebook, a "
+                                 "line like 50002 points at cell 5 (counting from 1) of its staged copy in "
+                                 f"{src}:\n{done.stderr.strip() or done.stdout}")
     return site / "index.html", round(time.perf_counter() - start, 2)
 
 

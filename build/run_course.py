@@ -6,6 +6,7 @@ build/out/:
     executed/<name>.ipynb    the notebooks with their outputs
     results/<name>/          each notebook's output_dir (results.json, plots, checkpoints...)
     xla/                     the XLA lane (notebook 04 executed again in .venv-xla): executed/, results/
+    zh/                      the zh lane: notebooks/zh/*.ipynb (the Chinese edition) executed: executed/, results/
     starters/                the starters (starters/*.ipynb), executed where `freegpu` cannot be imported
     summary.json             {"built_at", "machine", "notebooks": [{"name", "lane", "status", "wall_s", "budget_s",
                              "peak_rss_mb", "results", "executed", "error"}], "site": {"build_s"}}
@@ -56,7 +57,7 @@ class NotebookRun:
     peak_rss_mb: float
     results: str | None  # results.json, relative to the build output folder
     error: str | None = None
-    lane: str = "main"  # "main" (.venv) or "xla" (.venv-xla, PJRT_DEVICE=CPU)
+    lane: str = "main"  # "main" (.venv), "xla" (.venv-xla, PJRT_DEVICE=CPU) or "zh" (notebooks/zh/, in .venv)
     budget_s: float | None = None
     executed: str | None = None  # the executed notebook, relative to the build output folder
     load_1m: float | None = None  # the machine's 1-minute load average when the run ended: timings depend on it
@@ -216,6 +217,23 @@ def run_xla_lane(python: Path, notebooks: list[Path], out_root: Path, parameters
     return runs
 
 
+def run_zh_lane(notebooks: list[Path], out_root: Path, parameters: dict) -> list[NotebookRun]:
+    """Execute the zh notebook of each of `notebooks` (notebooks/zh/, written by build/i18n.py) into `out_root/zh/`."""
+    runs = []
+    for notebook in notebooks:
+        zh = notebook.parent / "zh" / notebook.name
+        if not zh.exists():
+            runs.append(NotebookRun(notebook.stem, "failed", 0.0, 0.0, None, f"{zh} is missing: run `make sync`",
+                                    lane="zh"))
+            continue
+        print(f"running zh/{zh.name} ...", flush=True)
+        run = execute(zh, out_root / "zh", parameters)
+        run.lane = "zh"
+        run.results, run.executed = (f"zh/{path}" if path else None for path in (run.results, run.executed))
+        runs.append(run)
+    return runs
+
+
 def machine() -> dict:
     """What built the course: the numbers that explain its timings."""
     import psutil
@@ -262,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--starters", type=Path, help=f"execute the starters in this folder too (default: {STARTERS} "
                         "with the course's own notebooks, none with --notebooks)")
     parser.add_argument("--no-site", action="store_true", help="execute and summarise only")
+    parser.add_argument("--no-zh", action="store_true", help="skip the Chinese edition (notebooks/zh/)")
     parser.add_argument("--lane", default="main", help=argparse.SUPPRESS)  # set by run_xla_lane in its child
     args = parser.parse_args(argv)
     notebooks = [nb for nb in sorted(args.notebooks.glob("*.ipynb"))
@@ -273,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.lane != "main":  # the budgets are the main environment's
             run.lane, run.budget_s = args.lane, None
         runs.append(run)
+    if args.lane == "main" and args.notebooks == NOTEBOOKS and not args.no_zh:
+        runs += run_zh_lane(notebooks, args.out, {name: parameter_value(value) for name, value in args.parameter})
     starters_dir = args.starters or (STARTERS if args.notebooks == NOTEBOOKS and args.lane == "main" else None)
     if starters_dir:
         runs += execute_starters([s for s in sorted(starters_dir.glob("*.ipynb"))
@@ -298,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeError as exc:  # course_site.SiteBuildError: Sphinx's warnings, which are errors here
             site_error = str(exc)
     print(f"summary: {args.out / 'summary.json'}")
-    failed = [f"{r.name}" + (" (XLA lane)" if r.lane == "xla" else "") for r in runs if r.status != "ok"]
+    failed = [f"{r.name}" + {"xla": " (XLA lane)", "zh": " (zh)"}.get(r.lane, "") for r in runs if r.status != "ok"]
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         for run in runs:

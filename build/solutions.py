@@ -35,7 +35,7 @@ SOLUTION_TAGS = ["solution", "hide-cell"]  # `hide-cell`: myst-nb renders the ce
 PROMPTS = {"code_prompt_show": "Show the worked solution", "code_prompt_hide": "Hide the worked solution"}
 BLOCK = re.compile(r"^# %%(.*)$")
 EXERCISE = re.compile(r"^\s*Exercise\s+(\d+)\s*$")
-HEADING = re.compile(r"^##\s+Exercises\s*$")
+HEADING = re.compile(r"^##\s+(Exercises|练习)\s*$")  # 练习: the heading in a zh notebook (notebooks/zh/)
 ANY_HEADING = re.compile(r"^#{1,6}\s")
 ITEM = re.compile(r"^(\d{1,9})([.)])([ \t]+|$)")  # an ordered-list item at the margin: `3. text`
 
@@ -55,8 +55,10 @@ class Exercises:
 
 
 def solutions_path(notebook: Path) -> Path:
-    """Where `notebook`'s solutions live (the file may not exist)."""
-    return notebook.parent / SOLUTIONS_DIR / f"{notebook.stem}.py"
+    """Where `notebook`'s solutions live (the file may not exist); a zh notebook (notebooks/zh/) shares the English
+    one's: the code is the same."""
+    folder = notebook.parent.parent if notebook.parent.name == "zh" else notebook.parent
+    return folder / SOLUTIONS_DIR / f"{notebook.stem}.py"
 
 
 def load_solutions(path: Path) -> list[str]:

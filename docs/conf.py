@@ -13,6 +13,7 @@ from pathlib import Path
 COURSE = json.loads((Path(__file__).parent / "course.json").read_text())
 
 project = COURSE["title"]
+language = COURSE.get("language", "en")  # zh_CN for the Chinese edition: Sphinx's Chinese search (jieba) indexes it
 author = "The course authors"
 release = COURSE["version"]
 copyright = COURSE["copyright"]
@@ -48,6 +49,31 @@ html_theme_options = {
 }
 
 
+# The other editions: {"zh": [its page names]} on the English site, {"en": [...]} on the Chinese one (site/zh/).
+EDITIONS = COURSE.get("editions", {})
+SWITCH_LABELS = {"en": "English", "zh": "中文"}
+OPEN_IN = COURSE.get("open_in", "Open in {platform}")
+
+
+def edition_link(pagename: str, edition: str) -> str:
+    """The same page in `edition` (its front page where it has none), relative to this page."""
+    up = "../" * pagename.count("/")
+    target = pagename if pagename in EDITIONS[edition] else "index"
+    here = COURSE.get("edition", "en")
+    root = up + ("../" if here != "en" else "") + ("" if edition == "en" else f"{edition}/")
+    return f"{root}{target}.html"
+
+
+def add_language_switch(app, pagename, templatename, context, doctree) -> None:
+    """A header link on every page to the same page in the other language."""
+    if "header_buttons" not in context:
+        return
+    for edition in EDITIONS:
+        context["header_buttons"].append({
+            "type": "link", "text": SWITCH_LABELS.get(edition, edition),
+            "tooltip": SWITCH_LABELS.get(edition, edition), "icon": "fas fa-language", "label": f"language-{edition}", "url": edition_link(pagename, edition)})
+
+
 def add_launch_buttons(app, pagename, templatename, context, doctree) -> None:
     """Colab and Kaggle in the header's launch menu, with the URLs the notebooks' own badges use."""
     links = COURSE["launch"].get(pagename)
@@ -55,13 +81,14 @@ def add_launch_buttons(app, pagename, templatename, context, doctree) -> None:
         return
     context["header_buttons"].append({
         "type": "group",
-        "tooltip": "Run this notebook",
+        "tooltip": COURSE.get("run_this", "Run this notebook"),
         "icon": "fas fa-rocket",
         "label": "launch-buttons",
         "buttons": [
-            {"type": "link", "text": "Colab", "tooltip": "Open in Colab", "icon": "_static/images/logo_colab.png",
+            {"type": "link", "text": "Colab", "tooltip": OPEN_IN.format(platform="Colab"),
+             "icon": "_static/images/logo_colab.png",
              "url": links["colab"]},
-            {"type": "link", "text": "Kaggle", "tooltip": "Open in Kaggle", "icon": "fab fa-kaggle",
+            {"type": "link", "text": "Kaggle", "tooltip": OPEN_IN.format(platform="Kaggle"), "icon": "fab fa-kaggle",
              "url": links["kaggle"]},
         ],
     })
@@ -69,3 +96,4 @@ def add_launch_buttons(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     app.connect("html-page-context", add_launch_buttons, priority=502)  # after the theme prepares the header
+    app.connect("html-page-context", add_language_switch, priority=503)

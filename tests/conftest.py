@@ -93,6 +93,28 @@ def executed(course_out):
 
 
 @pytest.fixture(scope="session")
+def executed_zh(course_out):
+    """`executed_zh(name)` runs the zh notebook of `name` once (smoke profile, planted secrets), like `executed`;
+    `executed_zh.out` is the folder its record's paths are relative to."""
+    runner = load_build_script("run_course")
+    out = course_out / "zh"
+    cache = {}
+
+    def run(name: str):
+        if name not in cache:
+            with pytest.MonkeyPatch.context() as patch:
+                for key, value in PLANTED_SECRETS.items():
+                    patch.setenv(key, value)
+                record = runner.execute(NOTEBOOK_DIR / "zh" / f"{name}.ipynb", out, {"profile": "smoke"})
+            assert record.status == "ok", f"zh {name} failed: {record.error}"
+            cache[name] = (record, json.loads((out / record.results).read_text()))
+        return cache[name]
+
+    run.out = out
+    return run
+
+
+@pytest.fixture(scope="session")
 def course_site(executed, course_out) -> Path:
     """The course build on the session's runs (summary.json, then the site), once; returns the site folder."""
     runs = [executed(name)[0] for name in NOTEBOOK_NAMES]

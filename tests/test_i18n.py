@@ -1,0 +1,238 @@
+"""The Chinese edition: catalogs current, zh notebooks the same code as the English, runs with the same results.
+
+build/i18n.py writes notebooks/zh/ from the English notebooks and locale/zh/*.po; freegpu prints through
+freegpu.i18n.tr and its own catalog, freegpu/locale/zh.po.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+
+import nbformat
+import polib
+import pytest
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, load_build_script
+
+i18n = load_build_script("i18n")
+ZH_DIR = NOTEBOOK_DIR / "zh"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def english(name: str):
+    return nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+
+
+def chinese(name: str):
+    return nbformat.read(ZH_DIR / f"{name}.ipynb", as_version=4)
+
+
+# ---------------------------------------------------------------------------------------------- the machinery
+def test_code_units_are_comments_and_what_a_learner_reads():
+    source = ('x = {"key": "a b"}  # the table\n'
+              'print(f"{len(x)} rows, first {x[\'key\']:>5}", "done" if x else "empty")\n'
+              'raise ValueError("bad value: " + str(x))\n'
+              'parser.add_argument("--lr", type=float, help="learning rate")\n'
+              'print("\\n".join(sorted(x)))\n'
+              '!pip install thing  # shell\n')
+    assert i18n.code_units(source) == [("comment", "the table"), ("string", "{len(x)} rows, first {x['key']:>5}"),
+                                       ("string", "done"), ("string", "empty"), ("string", "bad value: "),
+                                       ("string", "learning rate")]
+
+
+def test_translated_code_is_the_same_code():
+    source = ('value = 3\n'
+              'print(f"{value} steps, loss {value / 7:.3f}\\n"\n'
+              '      f"next line {\'quoted\'}")  # explain\n'
+              'print("it\'s plain")\n')
+    table = {"{value} steps, loss {value / 7:.3f}\nnext line {'quoted'}": "{value} 步，损失 {value / 7:.3f}\n下一行 {'quoted'}",
+             "explain": "解释", "it's plain": "普通的\"字符串\""}
+    zh = i18n.translate_code(source, lambda text: table.get(text, text))
+    assert "# 解释" in zh and 'value = 3' in zh
+    printed = {}
+    for code, key in ((source, "en"), (zh, "zh")):
+        lines = []
+        exec(compile(code, key, "exec"), {"print": lambda *a: lines.append(" ".join(map(str, a)))})
+        printed[key] = lines
+    assert printed["en"] == ["3 steps, loss 0.429\nnext line quoted", "it's plain"]
+    assert printed["zh"] == ["3 步，损失 0.429\n下一行 quoted", '普通的"字符串"']
+
+
+def test_untranslatable_code_is_refused_with_the_cell_named():
+    with pytest.raises(i18n.TranslationError, match="changes its"):  # a field renamed would run other code
+        i18n.translate_code("print(f'{x} items')", lambda text: "{y} 项")
+    nb = english(NOTEBOOK_NAMES[0])
+    cell = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    nb.cells[cell].source = nb.cells[cell].source.replace('language: str = "en"', 'language = "en"')
+    with pytest.raises(i18n.TranslationError, match=rf"cell {cell}: the parameters cell has no line"):
+        i18n.zh_notebook(NOTEBOOK_NAMES[0], nb=nb)
+
+
+def test_markdown_blocks_round_trip_and_keep_fences():
+    source = "# Title\n\nSome text\nmore.\n\n```bash\naccelerate launch x.py\n\n--flag\n```\n\n- a\n- b"
+    blocks = i18n.markdown_blocks(source)
+    assert "\n".join(block for block, _ in blocks) == source
+    assert ("```bash\naccelerate launch x.py\n\n--flag\n```", False) in blocks
+    assert [block for block, ok in blocks if ok] == ["# Title", "Some text\nmore.", "- a\n- b"]
+
+
+# ---------------------------------------------------------------------------------------------- catalogs
+@pytest.mark.parametrize("name", [*NOTEBOOK_NAMES, "freegpu"])
+def test_every_unit_has_a_current_translation(name):
+    """Stale is a failure: an English unit with no translation, or a fuzzy one, is named with its cell."""
+    found = i18n.problems(name)
+    assert not found, "\n".join(found[:20]) + f"\n({len(found)} in all; fix them, then `python build/i18n.py write`)"
+
+
+def test_a_changed_english_cell_is_named_as_stale():
+    name = NOTEBOOK_NAMES[1]
+    nb = english(name)
+    index = next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown" and i > 2)
+    nb.cells[index].source += " One more sentence."
+    found = i18n.problems(name, nb=nb)
+    assert found and all(f"{name} cell {index} (markdown)" in line for line in found), found
+
+
+def test_translations_keep_fields_and_link_targets():
+    assert i18n.rule_breaks("string", "{n} steps", "{n} 步") == []
+    assert i18n.rule_breaks("string", "{n} steps", "{m} 步")
+    assert i18n.rule_breaks("markdown", "see [x](a.ipynb)", "见 [x](b.ipynb)")
+    catalog = polib.pofile(str(i18n.PACKAGE_CATALOG))
+    broken = [e.msgid for e in catalog if e.msgstr and sorted(i18n.FIELD.findall(e.msgid))
+              != sorted(i18n.FIELD.findall(e.msgstr))]
+    assert not broken, broken
+
+
+def test_package_messages_go_through_tr_with_a_plain_string():
+    """`tr(f"...")` could never be translated: the message must be a literal, formatted after `tr`."""
+    bad = []
+    for path in sorted(i18n.PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "tr":
+                arg = node.args[0] if len(node.args) == 1 else None
+                if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                    bad.append(f"{path.name}:{node.lineno}")
+    assert not bad, bad
+    assert len(i18n.package_messages()) >= 40  # verdicts, check-cell errors and launcher descriptions at least
+
+
+def test_freegpu_prints_chinese_when_told():
+    from freegpu import i18n as lang
+    from freegpu.checks import check_choice
+
+    try:
+        lang.set_language("zh")
+        with pytest.raises(ValueError) as zh:
+            check_choice("profile", "fast", ("auto", "smoke", "full"))
+        lang.set_language("en")
+        with pytest.raises(ValueError) as en:
+            check_choice("profile", "fast", ("auto", "smoke", "full"))
+    finally:
+        lang.set_language("en")
+    assert CJK.search(str(zh.value)) and not CJK.search(str(en.value))
+    assert "'fast'" in str(zh.value) and "profile" in str(zh.value)
+    with pytest.raises(ValueError, match="language='fr' is not one of"):
+        lang.set_language("fr")
+
+
+# ---------------------------------------------------------------------------------------------- notebooks
+def test_zh_notebooks_are_written_from_the_catalogs():
+    assert sorted(p.stem for p in ZH_DIR.glob("*.ipynb")) == sorted(NOTEBOOK_NAMES)
+    differ = i18n.write(NOTEBOOK_NAMES, check=True)
+    assert not differ, f"notebooks/zh out of date for {differ}: run `make sync`"
+
+
+def _normalised(source: str) -> tuple[str, int]:
+    """The syntax tree of a code cell with every translatable string blanked, and how many there were."""
+    if not i18n.is_python(source):
+        return source, 0
+    head, body = i18n.split_magic(source)
+    tree = ast.parse(i18n.mask_shell(body))
+    nodes = i18n.text_nodes(tree)
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                setattr(node, field, [ast.Constant("") if v in nodes else v for v in value])
+            elif value in nodes:
+                setattr(node, field, ast.Constant(""))
+    return head + ast.dump(tree), len(nodes)
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_zh_code_is_the_english_code(name):
+    """Cell by cell: same kinds, tags and shell lines; code the same syntax tree once the learner's strings are
+    blanked; comments in the same places; the one changed value is `language`. Markdown is in Chinese."""
+    en, zh = english(name), chinese(name)
+    assert [(c.cell_type, c.metadata.get("tags", [])) for c in en.cells] == \
+        [(c.cell_type, c.metadata.get("tags", [])) for c in zh.cells]
+    chinese_cells = 0
+    for index, (a, b) in enumerate(zip(en.cells, zh.cells, strict=True)):
+        if a.cell_type != "code":
+            chinese_cells += bool(CJK.search(b.source))
+            continue
+        source = i18n.set_language(a.source) if "parameters" in a.metadata.get("tags", []) else a.source
+        assert _normalised(source) == _normalised(b.source), f"{name} cell {index}: the code differs"
+        shell = [line for line in source.split("\n") if line.lstrip().startswith(("!", "%"))]
+        assert shell == [line for line in b.source.split("\n") if line.lstrip().startswith(("!", "%"))]
+        assert len(i18n.comments(i18n.mask_shell(i18n.split_magic(a.source)[1]))) == \
+            len(i18n.comments(i18n.mask_shell(i18n.split_magic(b.source)[1]))) if i18n.is_python(a.source) else True
+    markdown = sum(c.cell_type == "markdown" and "badges" not in c.metadata.get("tags", []) for c in en.cells)
+    assert chinese_cells == markdown, f"{name}: {markdown - chinese_cells} markdown cell(s) with no Chinese"
+    assert 'language: str = "zh"' in zh.cells[next(i for i, c in enumerate(zh.cells)
+                                                     if "parameters" in c.metadata.get("tags", []))].source
+
+
+# ---------------------------------------------------------------------------------------------- runs
+VOLATILE = re.compile(r"(^|_)(s|ms|us|µs|seconds|wall|time|times|timing|timings|speed|speedup|throughput|per_s|"
+                      r"samples_per_s|rss|mb|bytes_peak|peak|load|started_at|at|ratio|share|overhead|cost|costs|"
+                      r"trials|median|min|max|spread|ranking|top)(_|$)")
+
+
+def comparable(en, zh, path: str, volatile: bool = False) -> list[str]:
+    """Where the zh run's results differ from the English run's, beyond text and what a clock measured."""
+    if isinstance(en, dict) and isinstance(zh, dict):
+        if sorted(en) != sorted(zh):
+            return [f"{path}: keys differ: {sorted(set(en) ^ set(zh))}"]
+        return [d for key in en for d in comparable(en[key], zh[key], f"{path}.{key}",
+                                                    volatile or bool(VOLATILE.search(str(key).lower())))]
+    if isinstance(en, list) and isinstance(zh, list):
+        if len(en) != len(zh) and not volatile:
+            return [f"{path}: {len(en)} items against {len(zh)}"]
+        return [d for i, (x, y) in enumerate(zip(en, zh)) for d in comparable(x, y, f"{path}[{i}]", volatile)]
+    if isinstance(en, str) or isinstance(zh, str) or volatile:
+        return [] if type(en) is type(zh) or None in (en, zh) else [f"{path}: {type(en).__name__} -> {type(zh).__name__}"]
+    if isinstance(en, float) and isinstance(zh, float) and math.isnan(en) and math.isnan(zh):
+        return []
+    return [] if en == zh else [f"{path}: {en!r} -> {zh!r}"]
+
+
+def test_comparable_sees_a_changed_value_but_not_text_or_clocks():
+    assert comparable({"loss": 0.5, "note": "a", "step_ms": 3.0}, {"loss": 0.5, "note": "乙", "step_ms": 4.0}, "r") == []
+    assert comparable({"loss": 0.5}, {"loss": 0.6}, "r") == ["r.loss: 0.5 -> 0.6"]
+    assert comparable({"loss": 0.5}, {"accuracy": 0.5}, "r")
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_zh_run_records_what_the_english_run_records(name, executed, executed_zh):
+    """Smoke profile: the same keys; every value that is not text or a clock reading is the same."""
+    _, en = executed(name)
+    _, zh = executed_zh(name)
+    skip = {"wall_s", "started_at", "parameters", "headline"}
+    diffs = comparable({k: v for k, v in en.items() if k not in skip}, {k: v for k, v in zh.items() if k not in skip},
+                       name)
+    assert not diffs, "\n".join(diffs[:20])
+    assert en["parameters"] == {**zh["parameters"], "language": "en"} and zh["parameters"]["language"] == "zh"
+    assert sorted(en["headline"]) == sorted(zh["headline"])
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_zh_run_prints_chinese(name, executed_zh):
+    record, _ = executed_zh(name)
+    nb = nbformat.read(executed_zh.out / record.executed, as_version=4)
+    printed = [o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if o.get("output_type") == "stream"]
+    assert any(CJK.search(text) for text in printed), f"{name}: no Chinese in what the zh notebook printed"
+    assert json.dumps(nb.metadata.get("freegpu", {})) == json.dumps({"language": "zh",
+                                                                       "source": f"notebooks/{name}.ipynb"})
