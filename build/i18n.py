@@ -8,7 +8,8 @@ The English notebooks are the source. `locale/zh/<name>.po` holds the Chinese of
   `raise SomeError(...)`, an argparse `help=`. An f-string is one unit, its `{...}` fields written as in the code.
 
 `notebooks/zh/<name>.ipynb` is the English notebook with each unit replaced by its translation, the badges
-pointing at the zh notebook, and the `language` parameter set to "zh" (so what `freegpu` prints is Chinese too).
+pointing at the zh notebook, and its check cell calling `check_parameters(NOTEBOOK, globals(), language="zh")`
+(so what `freegpu` prints is Chinese too).
 Nothing else differs: identifiers, API names, parameters and every line of code stay the same
 (tests/test_i18n.py compares the two syntax trees).
 
@@ -54,7 +55,7 @@ MESSAGE_CATALOGS = {
     PACKAGE_NAME: (lambda: sorted(PACKAGE.rglob("*.py")), PACKAGE_CATALOG, "tr"),
     "site": (lambda: [ROOT / "build" / "course_site.py"], LOCALE / "site.po", "t"),
 }
-PARAMETER = "language"  # every notebook's parameter that selects the language freegpu prints in
+CHECK_CALL = "check_parameters(NOTEBOOK, globals())"  # every check cell's; the zh one passes language="zh"
 FENCE = re.compile(r"^\s*(```|~~~)")
 WORD = re.compile(r"[A-Za-z]{2,}")
 FIELD = re.compile(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}")  # one {...} field, one level of nested braces allowed
@@ -281,11 +282,10 @@ def translate_code(source: str, translate: Callable[[str], str]) -> str:
 
 
 def set_language(source: str, language: str = LANGUAGE) -> str:
-    """The parameters cell with `language` set to `language` (the one line of code a zh notebook changes)."""
-    pattern = re.compile(rf'^({PARAMETER}: str = )"en"', re.M)
-    if not pattern.search(source):
-        raise TranslationError(f'the parameters cell has no line `{PARAMETER}: str = "en"`')
-    return pattern.sub(rf'\g<1>"{language}"', source, count=1)
+    """The check cell calling `check_parameters` with `language` (the one change of code a zh notebook makes)."""
+    if source.count(CHECK_CALL) != 1:
+        raise TranslationError(f"the cell after the parameters has no `{CHECK_CALL}`")
+    return source.replace(CHECK_CALL, CHECK_CALL[:-1] + f', language="{language}")')
 
 
 # ---------------------------------------------------------------------------------------------- notebooks
@@ -431,6 +431,7 @@ def zh_notebook(name: str, nb=None):
 
     zh = copy.deepcopy(nb)
     settings = sync.course_settings()
+    parameters_at = next((i for i, c in enumerate(zh.cells) if "parameters" in c.metadata.get("tags", [])), None)
     for index, cell in enumerate(zh.cells):
         tags = cell.metadata.get("tags", [])
         try:
@@ -440,7 +441,7 @@ def zh_notebook(name: str, nb=None):
                 cell.source = "\n".join(translate(block) if ok else block for block, ok in markdown_blocks(cell.source))
             elif cell.cell_type == "code":
                 cell.source = translate_code(cell.source, translate)
-                if "parameters" in tags:
+                if parameters_at is not None and index == parameters_at + 1:
                     cell.source = set_language(cell.source)
         except (TranslationError, SyntaxError) as error:
             raise TranslationError(f"{name} cell {index}: {error}") from error

@@ -64,9 +64,9 @@ def test_untranslatable_code_is_refused_with_the_cell_named():
     with pytest.raises(i18n.TranslationError, match="changes its"):  # a field renamed would run other code
         i18n.translate_code("print(f'{x} items')", lambda text: "{y} 项")
     nb = english(NOTEBOOK_NAMES[0])
-    cell = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
-    nb.cells[cell].source = nb.cells[cell].source.replace('language: str = "en"', 'language = "en"')
-    with pytest.raises(i18n.TranslationError, match=rf"cell {cell}: the parameters cell has no line"):
+    cell = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])) + 1
+    nb.cells[cell].source = nb.cells[cell].source.replace("globals()", "dict(globals())")
+    with pytest.raises(i18n.TranslationError, match=rf"cell {cell}: the cell after the parameters has no"):
         i18n.zh_notebook(NOTEBOOK_NAMES[0], nb=nb)
 
 
@@ -163,7 +163,8 @@ def _normalised(source: str) -> tuple[str, int]:
 @pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_zh_code_is_the_english_code(name):
     """Cell by cell: same kinds, tags and shell lines; code the same syntax tree once the learner's strings are
-    blanked; comments in the same places; the one changed value is `language`. Markdown is in Chinese."""
+    blanked; comments in the same places; the one other change is `language="zh"` in the check cell. Markdown is
+    in Chinese."""
     en, zh = english(name), chinese(name)
     assert [(c.cell_type, c.metadata.get("tags", [])) for c in en.cells] == \
         [(c.cell_type, c.metadata.get("tags", [])) for c in zh.cells]
@@ -172,7 +173,7 @@ def test_zh_code_is_the_english_code(name):
         if a.cell_type != "code":
             chinese_cells += bool(CJK.search(b.source))
             continue
-        source = i18n.set_language(a.source) if "parameters" in a.metadata.get("tags", []) else a.source
+        source = i18n.set_language(a.source) if i18n.CHECK_CALL in a.source else a.source
         assert _normalised(source) == _normalised(b.source), f"{name} cell {index}: the code differs"
         shell = [line for line in source.split("\n") if line.lstrip().startswith(("!", "%"))]
         assert shell == [line for line in b.source.split("\n") if line.lstrip().startswith(("!", "%"))]
@@ -180,8 +181,7 @@ def test_zh_code_is_the_english_code(name):
             len(i18n.comments(i18n.mask_shell(i18n.split_magic(b.source)[1]))) if i18n.is_python(a.source) else True
     markdown = sum(c.cell_type == "markdown" and "badges" not in c.metadata.get("tags", []) for c in en.cells)
     assert chinese_cells == markdown, f"{name}: {markdown - chinese_cells} markdown cell(s) with no Chinese"
-    assert 'language: str = "zh"' in zh.cells[next(i for i, c in enumerate(zh.cells)
-                                                     if "parameters" in c.metadata.get("tags", []))].source
+    assert sum('globals(), language="zh")' in c.source for c in zh.cells) == 1
 
 
 # ---------------------------------------------------------------------------------------------- runs
@@ -223,7 +223,7 @@ def test_zh_run_records_what_the_english_run_records(name, executed, executed_zh
     diffs = comparable({k: v for k, v in en.items() if k not in skip}, {k: v for k, v in zh.items() if k not in skip},
                        name)
     assert not diffs, "\n".join(diffs[:20])
-    assert en["parameters"] == {**zh["parameters"], "language": "en"} and zh["parameters"]["language"] == "zh"
+    assert en["parameters"] == zh["parameters"]
     assert sorted(en["headline"]) == sorted(zh["headline"])
 
 

@@ -1,6 +1,7 @@
 """The language freegpu prints in: English, or Chinese for the zh notebooks (notebooks/zh/).
 
-Every notebook has a parameter `language` ("en" or "zh"); its check cell calls `set_language`. What the package
+A zh notebook's check cell calls `check_parameters(NOTEBOOK, globals(), language="zh")`, which calls
+`set_language`; FREEGPU_LANGUAGE=zh does the same for an English notebook (set before the kernel starts). What the package
 prints or raises for a learner goes through `tr`:
 
     raise ValueError(tr("{name}={value!r} is not one of {allowed}").format(name=name, value=value, allowed=allowed))
@@ -29,7 +30,10 @@ def set_language(value: str) -> str:
     if value not in LANGUAGES:
         raise ValueError(f"language={value!r} is not one of {LANGUAGES}")
     _state["language"] = value
-    os.environ["FREEGPU_LANGUAGE"] = value  # processes this kernel starts (launched scripts) print the same
+    if value == "en":  # processes this kernel starts (launched scripts) print the same
+        os.environ.pop("FREEGPU_LANGUAGE", None)
+    else:
+        os.environ["FREEGPU_LANGUAGE"] = value
     return value
 
 
