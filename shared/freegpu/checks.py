@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .i18n import tr
+
 __all__ = ["RUN_MARKER", "check_choice", "check_bool", "check_int", "check_float", "check_seed", "check_fits_memory",
            "check_fits_disk", "check_fits_time", "check_output_dir", "check_source", "read_marker"]
 
@@ -30,15 +32,15 @@ def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
     """Return `value` if it is one of `allowed` (same type too: `0` is not `False`), else raise `ValueError`."""
     allowed = tuple(allowed)
     if not any(value == a and type(value) is type(a) for a in allowed):
-        raise ValueError(f"parameter {name}={value!r} is not allowed; choose one of: "
-                         + ", ".join(repr(a) for a in allowed))
+        raise ValueError(tr("parameter {name}={value!r} is not allowed; choose one of: {allowed}").format(
+            name=name, value=value, allowed=", ".join(repr(a) for a in allowed)))
     return value
 
 
 def check_bool(name: str, value: Any) -> bool:
     """Return `value` if it is `True` or `False` (not `0`, `1` or `"False"`), else raise `TypeError`."""
     if not isinstance(value, bool):
-        raise TypeError(f"parameter {name}={value!r} must be True or False")
+        raise TypeError(tr("parameter {name}={value!r} must be True or False").format(name=name, value=value))
     return value
 
 
@@ -49,18 +51,22 @@ def _bounds(minimum: float, maximum: float) -> str:
 def check_int(name: str, value: Any, *, minimum: int, maximum: int) -> int:
     """Return `value` if it is an `int` (not a `bool`, not `2.0`) within `[minimum, maximum]`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"parameter {name}={value!r} must be an integer in {_bounds(minimum, maximum)}")
+        raise TypeError(tr("parameter {name}={value!r} must be an integer in {bounds}").format(
+            name=name, value=value, bounds=_bounds(minimum, maximum)))
     if not minimum <= value <= maximum:
-        raise ValueError(f"parameter {name}={value!r} is out of range; allowed: {_bounds(minimum, maximum)}")
+        raise ValueError(tr("parameter {name}={value!r} is out of range; allowed: {bounds}").format(
+            name=name, value=value, bounds=_bounds(minimum, maximum)))
     return value
 
 
 def check_float(name: str, value: Any, *, minimum: float, maximum: float) -> float:
     """Return `value` as a float if it is a finite number within `[minimum, maximum]` (an `int` is accepted)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"parameter {name}={value!r} must be a number in {_bounds(minimum, maximum)}")
+        raise TypeError(tr("parameter {name}={value!r} must be a number in {bounds}").format(
+            name=name, value=value, bounds=_bounds(minimum, maximum)))
     if not math.isfinite(value) or not minimum <= value <= maximum:
-        raise ValueError(f"parameter {name}={value!r} is out of range; allowed: {_bounds(minimum, maximum)}")
+        raise ValueError(tr("parameter {name}={value!r} is out of range; allowed: {bounds}").format(
+            name=name, value=value, bounds=_bounds(minimum, maximum)))
     return float(value)
 
 
@@ -72,9 +78,10 @@ def check_seed(name: str, value: Any) -> int:
 def check_text(name: str, value: Any, *, max_length: int = 4096) -> str:
     """A `str` of at most `max_length` characters, without NUL bytes."""
     if not isinstance(value, str):
-        raise TypeError(f"parameter {name}={value!r} must be a string")
+        raise TypeError(tr("parameter {name}={value!r} must be a string").format(name=name, value=value))
     if len(value) > max_length or "\0" in value:
-        raise ValueError(f"parameter {name} must be at most {max_length} characters, without NUL bytes")
+        raise ValueError(tr("parameter {name} must be at most {max_length} characters, without NUL bytes").format(
+            name=name, max_length=max_length))
     return value
 
 
@@ -88,15 +95,17 @@ def check_source(name: str, value: Any, *, hub_default: str, data: bool = True) 
     path = Path(value).expanduser()
     if not value or (not path.is_dir() and not value.startswith(("/", ".", "~"))):
         return value
-    what = "the dataset" if data else "the model"
+    what = tr("the dataset") if data else tr("the model")
     if not path.is_dir():
-        raise ValueError(f"parameter {name}={value!r}: no such folder. Give a folder that holds {what} as the Hub "
-                         f"serves it, or leave {name} empty for {hub_default} from the Hugging Face Hub")
+        raise ValueError(tr("parameter {name}={value!r}: no such folder. Give a folder that holds {what} as the Hub "
+                            "serves it, or leave {name} empty for {hub_default} from the Hugging Face Hub").format(
+            name=name, value=value, what=what, hub_default=hub_default))
     files = [p for p in path.rglob("*") if p.suffix in _DATA_SUFFIXES] if data else list(path.glob("config.json"))
     if not files:
-        kind = "no .parquet, .arrow, .csv or .json files" if data else "no config.json"
-        raise ValueError(f"parameter {name}={value!r}: the folder holds {kind}, so it is not {what} as the Hub "
-                         f"serves it; leave {name} empty for {hub_default} from the Hugging Face Hub")
+        kind = tr("no .parquet, .arrow, .csv or .json files") if data else tr("no config.json")
+        raise ValueError(tr("parameter {name}={value!r}: the folder holds {kind}, so it is not {what} as the Hub "
+                            "serves it; leave {name} empty for {hub_default} from the Hugging Face Hub").format(
+            name=name, value=value, kind=kind, what=what, hub_default=hub_default))
     return value
 
 
@@ -113,9 +122,11 @@ def check_fits_memory(name: str, value: Any, nbytes: int, *, what: str, budget_b
         budget_bytes = psutil.virtual_memory().available
     limit = int(budget_bytes * fraction)
     if nbytes > limit:
-        raise ValueError(f"parameter {name}={value!r} needs about {nbytes / 1024**3:.2f} GiB for {what}; "
-                         f"this machine allows {limit / 1024**3:.2f} GiB ({fraction:.0%} of "
-                         f"{budget_bytes / 1024**3:.2f} GiB available). Choose a smaller {name}.")
+        raise ValueError(tr("parameter {name}={value!r} needs about {need:.2f} GiB for {what}; "
+                            "this machine allows {limit:.2f} GiB ({fraction:.0%} of "
+                            "{budget:.2f} GiB available). Choose a smaller {name}.").format(
+            name=name, value=value, need=nbytes / 1024**3, what=what, limit=limit / 1024**3, fraction=fraction,
+            budget=budget_bytes / 1024**3))
     return value
 
 
@@ -130,9 +141,11 @@ def check_fits_disk(name: str, value: Any, nbytes: int, folder: Path | str, *, w
     free = shutil.disk_usage(folder).free
     limit = int(free * fraction)
     if nbytes > limit:
-        raise ValueError(f"parameter {name}={value!r} needs about {nbytes / 1024**3:.2f} GiB of disk for {what} "
-                         f"in {folder}; {fraction:.0%} of the {free / 1024**3:.2f} GiB free there is "
-                         f"{limit / 1024**3:.2f} GiB. Choose a smaller {name}.")
+        raise ValueError(tr("parameter {name}={value!r} needs about {need:.2f} GiB of disk for {what} "
+                            "in {folder}; {fraction:.0%} of the {free:.2f} GiB free there is "
+                            "{limit:.2f} GiB. Choose a smaller {name}.").format(
+            name=name, value=value, need=nbytes / 1024**3, what=what, folder=folder, fraction=fraction,
+            free=free / 1024**3, limit=limit / 1024**3))
     return value
 
 
@@ -142,8 +155,9 @@ def check_fits_time(name: str, value: Any, seconds: float, *, what: str, limit_s
     For values that decide how long a cell runs rather than how much memory it takes (work per sample, epochs).
     """
     if seconds > limit_s:
-        raise ValueError(f"parameter {name}={value!r} would take about {seconds:,.0f} s for {what}; "
-                         f"this notebook allows {limit_s:,.0f} s. Choose a smaller {name}.")
+        raise ValueError(tr("parameter {name}={value!r} would take about {seconds:,.0f} s for {what}; "
+                            "this notebook allows {limit_s:,.0f} s. Choose a smaller {name}.").format(
+            name=name, value=value, seconds=seconds, what=what, limit_s=limit_s))
     return value
 
 
@@ -172,7 +186,8 @@ def _alive_elsewhere(marker: dict[str, Any]) -> bool:
 
 
 def _refuse(output_dir: str, path: Path, why: str) -> ValueError:
-    return ValueError(f"parameter output_dir={output_dir!r} ({path}): {why}")
+    return ValueError(tr("parameter output_dir={output_dir!r} ({path}): {why}").format(
+        output_dir=output_dir, path=path, why=why))
 
 
 def check_output_dir(output_dir: Any, notebook: str, info=None) -> Path:
@@ -191,27 +206,31 @@ def check_output_dir(output_dir: Any, notebook: str, info=None) -> Path:
     path = path.absolute()
     locked = read_only_input(path)
     if locked is not None:
-        raise _refuse(output_dir, path, f"it is inside {locked}, which is read-only; write under the working folder")
+        raise _refuse(output_dir, path, tr("it is inside {locked}, which is read-only; write under the working "
+                                           "folder").format(locked=locked))
     if path.exists() and not path.is_dir():
-        raise _refuse(output_dir, path, "it is a file, not a folder")
+        raise _refuse(output_dir, path, tr("it is a file, not a folder"))
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path) as probe:
             probe.write(b"probe")
     except OSError as exc:
-        raise _refuse(output_dir, path, f"cannot create or write to it ({exc.strerror or exc})") from None
+        raise _refuse(output_dir, path, tr("cannot create or write to it ({error})").format(
+            error=exc.strerror or exc)) from None
     marker = read_marker(path)
     if marker is not None:
         if marker.get("notebook") != notebook:
-            raise _refuse(output_dir, path, f"it holds the run of notebook {marker.get('notebook')!r}; give each "
-                                            "notebook its own folder")
+            raise _refuse(output_dir, path, tr("it holds the run of notebook {owner!r}; give each "
+                                               "notebook its own folder").format(owner=marker.get("notebook")))
         if _alive_elsewhere(marker):
-            raise _refuse(output_dir, path, f"another run of {notebook} (pid {marker['pid']}) is writing to it")
+            raise _refuse(output_dir, path, tr("another run of {notebook} (pid {pid}) is writing to it").format(
+                notebook=notebook, pid=marker["pid"]))
     elif (path / RUN_MARKER).exists():
-        raise _refuse(output_dir, path, "another run is claiming it right now; give each run its own folder")
+        raise _refuse(output_dir, path, tr("another run is claiming it right now; give each run its own folder"))
     elif any(path.iterdir()):
         names = sorted(p.name for p in path.iterdir())
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-        raise _refuse(output_dir, path, f"it holds files that no course run wrote ({shown}); choose an empty or "
-                                        "new folder, or leave output_dir empty for the default")
+        raise _refuse(output_dir, path, tr("it holds files that no course run wrote ({shown}); choose an empty or "
+                                           "new folder, or leave output_dir empty for the default").format(
+            shown=shown))
     return path.resolve()

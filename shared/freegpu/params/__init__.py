@@ -3,7 +3,8 @@
     parameters, out = check_parameters(NOTEBOOK, globals())
 
 The Chinese edition (notebooks/zh/) calls `check_parameters(NOTEBOOK, globals(), language="zh")`: from then on
-freegpu prints in Chinese, the check errors included. Each notebook has a module here, named after it without its number (`01_mnist_migration` -> `mnist_migration`),
+freegpu prints in Chinese, the check errors included. Each notebook has a module here, named after it without its
+number (`01_mnist_migration` -> `mnist_migration`),
 with `NAMES` (its parameters, in the order of its `parameters` cell; a test compares them with papermill's
 `inspect_notebook`) and `check(p)`, which raises the `freegpu.checks` error naming the first bad value and what is
 allowed. Nothing here imports torch: a bad value fails in well under a second, before any work. Introduced in
@@ -19,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from ..checks import check_output_dir
-from ..i18n import set_language
+from ..i18n import set_language, tr
 
 __all__ = ["check_parameters", "rules_of"]
 
@@ -46,7 +47,8 @@ def check_parameters(notebook: str, namespace: Mapping[str, Any], language: str 
     rules = rules_of(notebook)
     missing = [name for name in rules.NAMES if name not in namespace]
     if missing:
-        raise NameError(f"parameter(s) {', '.join(missing)} not defined: run the parameters cell first")
+        raise NameError(tr("parameter(s) {names} not defined: run the parameters cell first").format(
+            names=", ".join(missing)))
     parameters = {name: namespace[name] for name in rules.NAMES}
     rules.check(parameters)
     return parameters, check_output_dir(parameters["output_dir"], notebook)

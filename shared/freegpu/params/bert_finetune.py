@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed, check_source
+from ..i18n import tr
 from ..precision import MODES
 from ..profile import PROFILES
 from ..text import FULL_MODEL, GLUE_HUB_ID, GLUE_TASKS
@@ -36,4 +37,4 @@ def check(p: dict[str, Any]) -> None:
     params, hidden, layers = (22.7e6, 384, 6) if smoke_model else (110e6, 768, 12)
     activations = 4 * 20 * p["batch_size"] * p["max_length"] * hidden * layers
     check_fits_memory("batch_size", p["batch_size"], int(16 * params + activations),
-                      what="training state and one batch of activations")
+                      what=tr("training state and one batch of activations"))

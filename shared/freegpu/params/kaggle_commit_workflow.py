@@ -6,6 +6,7 @@ from typing import Any
 
 from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed, check_source, check_text
 from ..data import MNIST_HUB_ID
+from ..i18n import tr
 from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "data_dir", "seed", "num_epochs", "batch_size", "learning_rate", "hidden_size",
@@ -26,8 +27,8 @@ def check(p: dict[str, Any]) -> None:
     # The kill must come after the first checkpoint, and between two of them.
     check_int("kill_at_step", p["kill_at_step"], minimum=p["checkpointing_steps"] + 1, maximum=10**7)
     if p["kill_at_step"] % p["checkpointing_steps"] == 0:
-        raise ValueError(f"parameter kill_at_step={p['kill_at_step']!r} falls on a checkpoint; "
-                         "pick a step between two")
+        raise ValueError(tr("parameter kill_at_step={value!r} falls on a checkpoint; "
+                            "pick a step between two").format(value=p["kill_at_step"]))
     check_float("time_budget_s", p["time_budget_s"], minimum=0.01, maximum=7 * 24 * 3600)
     check_text("kaggle_owner", p["kaggle_owner"], max_length=64)
     check_float("session_hours", p["session_hours"], minimum=0.1, maximum=24.0)
@@ -35,4 +36,4 @@ def check(p: dict[str, Any]) -> None:
     # Memory: two MLPs on MNIST's 784 inputs live here at once (fp32 weights, grads, AdamW moments).
     hidden = p["hidden_size"]
     check_fits_memory("hidden_size", hidden, 2 * 16 * (784 * hidden + hidden * 10),
-                      what="two MLPs of that width with their AdamW state")
+                      what=tr("two MLPs of that width with their AdamW state"))

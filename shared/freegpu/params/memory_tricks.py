@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed
+from ..i18n import tr
 from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "seed", "num_rows", "row_features", "d_model", "num_layers", "batch_size",
@@ -25,11 +26,13 @@ def check(p: dict[str, Any]) -> None:
         check_int(name, p[name], minimum=low, maximum=high)
     for name, divisor in [("d_model", 4), ("batch_size", p["gradient_accumulation_steps"])]:
         if p[name] % divisor:
-            raise ValueError(f"parameter {name}={p[name]} must be a multiple of {divisor}")
+            raise ValueError(tr("parameter {name}={value} must be a multiple of {divisor}").format(
+                name=name, value=p[name], divisor=divisor))
     # Step 5 keeps leak_steps batches of activations alive on purpose. Each token saves about 16 float32 values
     # per unit of width and per block (measured in step 1).
     batch, rows, width, layers, leak_steps = (p[n] for n in ("batch_size", "num_rows", "d_model", "num_layers",
                                                              "leak_steps"))
     activation_bytes_per_batch = 4 * 16 * batch * rows * width * layers
     check_fits_memory("leak_steps", leak_steps, (leak_steps + 4) * activation_bytes_per_batch,
-                      what=f"{leak_steps + 4} batches of activations (batch_size={batch})")
+                      what=tr("{count} batches of activations (batch_size={batch})").format(count=leak_steps + 4,
+                                                                                     batch=batch))

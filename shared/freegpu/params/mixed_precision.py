@@ -6,6 +6,7 @@ from typing import Any
 
 from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed, check_source
 from ..data import MNIST_HUB_ID
+from ..i18n import tr
 from ..precision import MODES
 from ..profile import PROFILES
 
@@ -27,7 +28,8 @@ def check(p: dict[str, Any]) -> None:
     check_float("loss_tolerance", p["loss_tolerance"], minimum=0.0, maximum=1.0)
     d_model, batch_size, num_layers = p["d_model"], p["batch_size"], p["num_layers"]
     if d_model % 4:
-        raise ValueError(f"parameter d_model={d_model!r} must be a multiple of 4 (attention heads)")
+        raise ValueError(tr("parameter d_model={value!r} must be a multiple of 4 (attention heads)").format(
+            value=d_model))
     widest = d_model or 512  # fp32 activations of one step: ~40 floats per token and width, per block
     check_fits_memory("batch_size", batch_size, batch_size * 28 * widest * 4 * 40 * num_layers,
-                      what="the fp32 activations of one training step")
+                      what=tr("the fp32 activations of one training step"))

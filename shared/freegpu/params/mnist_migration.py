@@ -6,6 +6,7 @@ from typing import Any
 
 from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed, check_source
 from ..data import MNIST_HUB_ID
+from ..i18n import tr
 from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "data_dir", "seed", "num_epochs", "batch_size", "learning_rate", "hidden_size",
@@ -25,4 +26,5 @@ def check(p: dict[str, Any]) -> None:
     hidden, batch, processes = p["hidden_size"], p["batch_size"], p["num_processes"]
     model_bytes = 16 * (784 * hidden + hidden * 10) + 4 * batch * (784 + 3 * hidden)
     check_fits_memory("hidden_size", hidden, (processes + 4) * model_bytes,
-                      what=f"{processes + 4} MLPs of that width, batch_size={batch}")
+                      what=tr("{count} MLPs of that width, batch_size={batch}").format(count=processes + 4,
+                                                                                       batch=batch))

@@ -15,6 +15,7 @@ from ..checks import (
     check_source,
 )
 from ..data import MNIST_HUB_ID
+from ..i18n import tr
 from ..platform import detect_platform, platform_dirs
 from ..profile import PROFILES
 
@@ -38,13 +39,16 @@ def check(p: dict[str, Any]) -> None:
     samples, cost_ms, rows, features = p["loader_samples"], p["cost_ms"], p["memmap_rows"], p["row_features"]
     # Each sample costs cost_ms of CPU work.
     check_fits_time("loader_samples", samples, LOADER_PASSES * samples * cost_ms / 1000,
-                    what=f"{LOADER_PASSES} passes at cost_ms={cost_ms} (lower either)", limit_s=600)
+                    what=tr("{passes} passes at cost_ms={cost_ms} (lower either)").format(passes=LOADER_PASSES,
+                                                                                          cost_ms=cost_ms),
+                    limit_s=600)
     # float32 rows, estimated before anything is allocated: step 1 holds its samples, step 2 its rows
     # twice in RAM (generated, then read back) and once on disk.
     row_bytes = 4 * (features + 1)
     check_fits_memory("loader_samples", samples, samples * row_bytes,
-                      what=f"loader samples of row_features={features} values")
-    check_fits_memory("memmap_rows", rows, 2 * rows * row_bytes, what=f"rows of row_features={features} values, twice")
+                      what=tr("loader samples of row_features={features} values").format(features=features))
+    check_fits_memory("memmap_rows", rows, 2 * rows * row_bytes,
+                      what=tr("rows of row_features={features} values, twice").format(features=features))
     scratch = platform_dirs(detect_platform()).scratch_dir
     check_fits_disk("memmap_rows", rows, rows * row_bytes, scratch,
-                    what=f"the memmap file of row_features={features} values per row")
+                    what=tr("the memmap file of row_features={features} values per row").format(features=features))
