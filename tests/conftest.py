@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -115,9 +116,14 @@ def executed_zh(course_out):
 
 
 @pytest.fixture(scope="session")
-def course_site(executed, course_out) -> Path:
-    """The course build on the session's runs (summary.json, then the site), once; returns the site folder."""
+def course_site(executed, executed_zh, course_out) -> Path:
+    """The course build on the session's runs (summary.json, then the site and its zh edition in site/zh/), once;
+    returns the site folder."""
     runs = [executed(name)[0] for name in NOTEBOOK_NAMES]
+    for name in NOTEBOOK_NAMES:  # as run_course.run_zh_lane records them: lane zh, paths under zh/
+        record = executed_zh(name)[0]
+        runs.append(dataclasses.replace(record, lane="zh", results=f"zh/{record.results}",
+                                        executed=f"zh/{record.executed}"))
     runner = load_build_script("run_course")
     runner.write_summary(course_out, runs)
     runner.build_site(course_out)

@@ -109,19 +109,21 @@ def test_course_site_and_summary(course_site, course_out):
     """The course build on real runs: summary.json lists every run, and each notebook has a page on the site
     whose measurements page shows the run's headline results."""
     summary = json.loads((course_out / "summary.json").read_text())
-    assert [n["name"] for n in summary["notebooks"]] == NOTEBOOK_NAMES
-    measurements = (course_site / "measurements.html").read_text()
+    assert [(n["name"], n["lane"]) for n in summary["notebooks"]] == \
+        [(name, lane) for lane in ("main", "zh") for name in NOTEBOOK_NAMES]
     for entry in summary["notebooks"]:
+        site = course_site / "zh" if entry["lane"] == "zh" else course_site  # the zh edition: site/zh/
+        measurements = (site / "measurements.html").read_text()
         assert entry["status"] == "ok" and entry["wall_s"] > 0 and entry["peak_rss_mb"] > 0
         assert (course_out / entry["results"]).is_file()
-        assert (course_site / "notebooks" / f"{entry['name']}.html").is_file()
-        assert f'notebooks/{entry["name"]}.html' in (course_site / "index.html").read_text()
+        assert (site / "notebooks" / f"{entry['name']}.html").is_file()
+        assert f'notebooks/{entry["name"]}.html' in (site / "index.html").read_text()
         headline = json.loads((course_out / entry["results"]).read_text())["headline"]
         assert headline and all(key in measurements for key in headline), entry["name"]
         if (NOTEBOOK_DIR / "solutions" / f"{entry['name']}.py").is_file():  # ran, and shown collapsed (hide-cell)
             ran = [c for c in nbformat.read(course_out / entry["executed"], as_version=4).cells
                    if "solution" in c.metadata.get("tags", [])]
-            page = (course_site / "notebooks" / f"{entry['name']}.html").read_text()
+            page = (site / "notebooks" / f"{entry['name']}.html").read_text()
             assert ran and page.count('<div class="cell tag_solution tag_hide-cell') == len(ran), entry["name"]
 
 

@@ -31,6 +31,9 @@ pytest.importorskip("myst_nb", reason="the site extra is not installed (pip inst
 # A 2x2 PNG, so the image output is real.
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP8z8DAwMDAxMDAwMDA"
                        "AAANHQEDasKb6QAAAABJRU5ErkJggg==")
+# A word in the middle of a Chinese sentence: Sphinx's Chinese search (jieba) must cut it out to find it.
+ZH_SENTENCE = "每个进程都保存一份模型副本，反向传播之后用全归约平均各进程的梯度。"
+ZH_SEARCH_WORD = "副本"
 SEARCH_WORD = "zebrafinch"  # only notebook 01 says it
 ANSI_TRACEBACK = ["\x1b[0;31mValueError\x1b[0m                                Traceback (most recent call last)",
                   "\x1b[0;31mValueError\x1b[0m: boom"]
@@ -63,7 +66,7 @@ def _results(out: Path, rel: str, **values) -> None:
 
 
 def _run(name, lane="main", status="ok", wall_s=3.0, budget_s=10, results=True, error=None):
-    prefix = "xla/" if lane == "xla" else ""
+    prefix = f"{lane}/" if lane in ("xla", "zh") else ""
     return {"name": name, "lane": lane, "status": status, "wall_s": wall_s, "budget_s": budget_s,
             "peak_rss_mb": 512.0, "results": f"{prefix}results/{name}/results.json" if results else None,
             "executed": f"{prefix}executed/{name}.ipynb", "error": error, "load_1m": 5.25}
@@ -105,8 +108,15 @@ def fake_course(root: Path) -> Path:
     _results(out, "xla/results/04_xla/results.json", headline=["best_workers", "compiles"], best_workers=0,
              compiles=3, xla_ran=True, device="xla",
              versions={"python": "3.11.7", "torch": "2.9.0", "torch_xla": "2.9.0"})
+    # The Chinese edition: the zh lane's runs of two notebooks (notebooks/zh/, executed into zh/).
+    _notebook(out / "zh/executed/00_intro.ipynb", _md(sync.badges_source("zh/00_intro", settings), tags=["badges"]),
+              _md("# 00 · 入门\n\n为什么有这个笔记本。"), _code("plot()", image, table))
+    _notebook(out / "zh/executed/01_words.ipynb", _md("# 01 · 词语"), _md(ZH_SENTENCE))
+    _results(out, "zh/results/00_intro/results.json", headline=["accuracy"], accuracy=0.93)
+    _results(out, "zh/results/01_words/results.json", headline=["words"], words=3)
     runs = [_run("00_intro"), _run("01_words", wall_s=40.0, budget_s=35), _run("03_broken", status="failed",
-            results=False, error="ValueError: boom"), _run("04_xla"), _run("04_xla", lane="xla", budget_s=None)]
+            results=False, error="ValueError: boom"), _run("04_xla"), _run("04_xla", lane="xla", budget_s=None),
+            _run("00_intro", lane="zh"), _run("01_words", lane="zh")]
     (out / "summary.json").write_text(json.dumps({"built_at": "2026-12-03T06:00:00+00:00",
                                                   "machine": {"logical_cpus": 2, "usable_cpus": None},
                                                   "notebooks": runs}))
@@ -406,5 +416,40 @@ def test_pages_render_without_console_errors_and_search_finds_notebook_01(site, 
             time.sleep(0.1)
             found = browser.evaluate("Array.from(document.querySelectorAll('#search-results a'), a => a.href)")
         assert any(href.split("#")[0].endswith("notebooks/01_words.html") for href in found), found
+        # The Chinese edition: a word from the middle of a sentence finds its page.
+        assert browser.open((site / "zh" / "index.html").as_uri()) == []
+        browser.open((site / "zh" / "search.html").as_uri() + f"?q={ZH_SEARCH_WORD}")
+        found, deadline = [], time.monotonic() + 20
+        while not found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = browser.evaluate("Array.from(document.querySelectorAll('#search-results a'), a => a.href)")
+        assert any(href.split("#")[0].endswith("zh/notebooks/01_words.html") for href in found), found
     finally:
         browser.close()
+
+
+def test_the_zh_edition_has_its_pages_and_a_language_switch_on_every_page(site):
+    zh = site / "zh"
+    for page in ("index.html", "notebooks/00_intro.html", "notebooks/01_words.html", "measurements.html",
+                 "glossary.html", "claims.html"):
+        assert (zh / page).is_file(), page
+    assert "每个进程都保存一份模型副本" in (zh / "notebooks/01_words.html").read_text()
+    assert "03_broken" not in (zh / "measurements.html").read_text()  # the zh lane's runs only
+    assert "本次构建" in text_of((zh / "measurements.html").read_text())  # the builder's words in Chinese
+    assert "zh/00_intro.ipynb" in (zh / "notebooks/00_intro.html").read_text()  # launch links: the zh notebook
+    for edition, other in ((site, "中文"), (zh, "English")):
+        for html in sorted(edition.rglob("*.html")):
+            if zh in html.parents and edition is site or html.name in ("search.html", "genindex.html"):
+                continue
+            links = re.findall(r'<a href="([^"]+)"[^>]*title="' + other + '"', html.read_text())
+            links += re.findall(r'<a href="([^"]+)"[^>]*>\s*(?:<[^>]+>\s*)*' + other, html.read_text())
+            assert links, f"{html.relative_to(site)}: no switch to {other}"
+            target = (html.parent / links[0]).resolve()
+            assert target.is_file(), f"{html.relative_to(site)}: {links[0]} does not exist"
+    assert (site / "notebooks/00_intro.html").read_text().count('href="../zh/notebooks/00_intro.html"')
+    assert (zh / "notebooks/00_intro.html").read_text().count('href="../../notebooks/00_intro.html"')
+
+
+def test_the_zh_search_index_has_words_cut_from_the_middle_of_a_sentence(site):
+    index = (site / "zh" / "searchindex.js").read_text()
+    assert f'"{ZH_SEARCH_WORD}"' in index, "jieba did not cut the word out of the sentence"
