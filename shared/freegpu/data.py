@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .i18n import tr
+
 __all__ = ["ImageData", "MNIST_HUB_ID", "load_mnist", "CostlyDataset", "write_memmap", "MemmapDataset"]
 
 
@@ -60,7 +62,7 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_di
         n_eval = int(len(labels) * eval_fraction)
         eval_idx, train_idx = order[:n_eval], order[n_eval:]
         return ImageData(_tensors(images[train_idx], labels[train_idx]), _tensors(images[eval_idx], labels[eval_idx]),
-                         images.shape[1], 10, "sklearn.datasets.load_digits (8x8, offline)")
+                         images.shape[1], 10, tr("sklearn.datasets.load_digits (8x8, offline)"))
     if profile == "full":
         from datasets import load_dataset
 
@@ -72,10 +74,12 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_di
             batch = mnist[name].with_format("numpy")[:]
             images = np.asarray(batch["image"], dtype=np.float32)
             split[name] = (images.reshape(len(images), -1) / 255.0, np.asarray(batch["label"]))
-        where = f"the folder data_dir={data_dir!r}" if data_dir else "the Hugging Face Hub"
+        where = (tr("the folder data_dir={data_dir!r}").format(data_dir=data_dir) if data_dir
+                 else tr("the Hugging Face Hub"))
         return ImageData(_tensors(*split["train"]), _tensors(*split["test"]), split["train"][0].shape[1], 10,
-                         f"{MNIST_HUB_ID} from {where} (28x28)")
-    raise ValueError(f"profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' first)")
+                         tr("{hub_id} from {where} (28x28)").format(hub_id=MNIST_HUB_ID, where=where))
+    raise ValueError(tr("profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' "
+                        "first)").format(profile=profile))
 
 
 class CostlyDataset:

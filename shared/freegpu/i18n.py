@@ -1,8 +1,8 @@
 """The language freegpu prints in: English, or Chinese for the zh notebooks (notebooks/zh/).
 
 A zh notebook's check cell calls `check_parameters(NOTEBOOK, globals(), language="zh")`, which calls
-`set_language`; FREEGPU_LANGUAGE=zh does the same for an English notebook (set before the kernel starts). What the package
-prints or raises for a learner goes through `tr`:
+`set_language`; FREEGPU_LANGUAGE=zh does the same for an English notebook (set before the kernel starts). What the
+package prints or raises for a learner goes through `tr`:
 
     raise ValueError(tr("{name}={value!r} is not one of {allowed}").format(name=name, value=value, allowed=allowed))
 

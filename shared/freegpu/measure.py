@@ -21,6 +21,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .i18n import tr
+
 __all__ = ["interleaved_timings", "spread", "python_overhead", "captured_native_stderr", "PackHooks", "SavedTensors",
            "loader_throughput", "compare_loaders", "ratio_line", "workers_verdict", "plot_experiments",
            "LoaderComparison"]
@@ -211,7 +213,8 @@ class LoaderComparison:
 
     def lines(self, prefix: str = "") -> str:
         """One line per setting: its median samples/s, with min and max."""
-        return "\n".join(f"{prefix}{label!s:<4} {s['median']:6.0f} samples/s (min {s['min']:.0f}, max {s['max']:.0f})"
+        line = tr("{prefix}{label!s:<4} {median:6.0f} samples/s (min {min:.0f}, max {max:.0f})")
+        return "\n".join(line.format(prefix=prefix, label=label, median=s["median"], min=s["min"], max=s["max"])
                          for label, s in self.samples_per_s.items())
 
 
@@ -245,8 +248,9 @@ def is_resolved(ratio: dict[str, float]) -> bool:
 
 def ratio_line(what: str, ratio: dict[str, float]) -> str:
     """`what: median (min, max)` of a ratio's spread, ending "not resolved on this machine" if it includes 1."""
-    line = f"{what}: {ratio['median']:.2f} (min {ratio['min']:.2f}, max {ratio['max']:.2f}, {ratio['n']} trials)"
-    return line if is_resolved(ratio) else f"{line}: not resolved on this machine"
+    line = tr("{what}: {median:.2f} (min {min:.2f}, max {max:.2f}, {n} trials)").format(
+        what=what, median=ratio["median"], min=ratio["min"], max=ratio["max"], n=ratio["n"])
+    return line if is_resolved(ratio) else tr("{line}: not resolved on this machine").format(line=line)
 
 
 def workers_verdict(by_workers: LoaderComparison, rule_workers: int, rule_reason: str) -> tuple[int, bool, str]:
@@ -261,13 +265,18 @@ def workers_verdict(by_workers: LoaderComparison, rule_workers: int, rule_reason
     best_count = max(counts, key=lambda n: samples_per_s[n]["median"])
     best, rule = samples_per_s[best_count], samples_per_s[rule_workers]
     in_spread = rule["max"] >= best["min"]
-    lines = [f"Fastest here: num_workers={best_count}, {best['median']:.0f} samples/s (median).",
-             f"The rule ({rule_reason}) gave num_workers={rule_workers}: "
-             + ("the fastest." if rule_workers == best_count else
-                f"{rule['median'] / best['median']:.0%} of the fastest, "
-                + ("within the spread of the passes." if in_spread else "outside the spread.")),
-             f"'4 x cores' = {counts[-1]} workers: {samples_per_s[counts[-1]]['median'] / best['median']:.0%} of "
-             f"the fastest; PyTorch said: {' '.join(oversubscribed) or 'nothing'}"]
+    if rule_workers == best_count:
+        rule_verdict = tr("the fastest.")
+    else:
+        rule_verdict = tr("{share:.0%} of the fastest, ").format(share=rule["median"] / best["median"]) + (
+            tr("within the spread of the passes.") if in_spread else tr("outside the spread."))
+    lines = [tr("Fastest here: num_workers={count}, {median:.0f} samples/s (median).").format(
+                 count=best_count, median=best["median"]),
+             tr("The rule ({reason}) gave num_workers={count}: ").format(reason=rule_reason, count=rule_workers)
+             + rule_verdict,
+             tr("'4 x cores' = {count} workers: {share:.0%} of the fastest; PyTorch said: {said}").format(
+                 count=counts[-1], share=samples_per_s[counts[-1]]["median"] / best["median"],
+                 said=" ".join(oversubscribed) or tr("nothing"))]
     return best_count, rule_workers == best_count or in_spread, "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 
+from .i18n import tr
 from .memory import (
     MiB,
     PeakBytes,
@@ -55,7 +56,8 @@ class RowLab:
             torch.set_num_threads(1)
 
     def __str__(self) -> str:
-        return f"measuring on {self.device}" + (f" (the host CPU of this {self.host_of})" if self.host_of else "")
+        return tr("measuring on {device}").format(device=self.device) + (
+            tr(" (the host CPU of this {host})").format(host=self.host_of) if self.host_of else "")
 
     def build(self, rows: int | None = None):
         from accelerate.utils import set_seed
@@ -89,12 +91,15 @@ def show_breakdown(run, model, fixed: dict[str, int], activation_bytes: int, bat
                    cuda_peak: int | None) -> None:
     """Print the bytes of each kind against the weights (AdamW: two moments a weight, plus a step per tensor);
     record `num_parameters` and `cuda_peak_step_bytes` (None without CUDA)."""
-    for name, nbytes in {**fixed, f"activations (batch {batch_size})": activation_bytes}.items():
-        print(f"{name:26} {nbytes / MiB:8.2f} MiB  {nbytes / fixed['weights']:6.2f} x the weights")
+    batch = tr("activations (batch {batch_size})").format(batch_size=batch_size)
+    for name, nbytes in {**fixed, batch: activation_bytes}.items():
+        print(tr("{name:26} {mib:8.2f} MiB  {times:6.2f} x the weights").format(
+            name=name, mib=nbytes / MiB, times=nbytes / fixed["weights"]))
     num_parameters = sum(p.numel() for p in model.parameters())
-    print(f"{num_parameters:,} parameters; AdamW state / weights = {fixed['optimizer_state'] / fixed['weights']:.3f}")
-    print("torch.cuda.max_memory_allocated over backward + step:",
-          f"{cuda_peak / MiB:.1f} MiB" if cuda_peak is not None else "not run (no CUDA device)")
+    print(tr("{count:,} parameters; AdamW state / weights = {ratio:.3f}").format(
+        count=num_parameters, ratio=fixed["optimizer_state"] / fixed["weights"]))
+    print(tr("torch.cuda.max_memory_allocated over backward + step:"),
+          f"{cuda_peak / MiB:.1f} MiB" if cuda_peak is not None else tr("not run (no CUDA device)"))
     run.record(num_parameters=num_parameters, cuda_peak_step_bytes=cuda_peak)
 
 
@@ -105,11 +110,12 @@ def activation_sweep(run, lab: RowLab, model, fixed: dict[str, int], batch_size:
     by_batch = {size: lab.activation_bytes(model, size) for size in (batch_size // 2, batch_size, 2 * batch_size)}
     by_rows = {rows: by_batch[batch_size], 2 * rows: lab.activation_bytes(lab.build(2 * rows), batch_size, 2 * rows)}
     for size, t, nbytes in [(s, rows, n) for s, n in by_batch.items()] + [(batch_size, 2 * rows, by_rows[2 * rows])]:
-        print(f"batch {size:4}, T={t:4}: activations {nbytes / MiB:7.2f} MiB ({nbytes / size / 1024:.0f} KiB per "
-              "example)")
+        print(tr("batch {size:4}, T={t:4}: activations {mib:7.2f} MiB ({kib:.0f} KiB per example)").format(
+            size=size, t=t, mib=nbytes / MiB, kib=nbytes / size / 1024))
     batch_growth, rows_growth = by_batch[2 * batch_size] / by_batch[batch_size], by_rows[2 * rows] / by_rows[rows]
-    print(f"doubling the batch: x{batch_growth:.2f}, doubling T: x{rows_growth:.2f}; weights, gradients and AdamW "
-          f"state stay {sum(fixed.values()) / MiB:.2f} MiB")
+    print(tr("doubling the batch: x{batch_growth:.2f}, doubling T: x{rows_growth:.2f}; weights, gradients and AdamW "
+             "state stay {mib:.2f} MiB").format(batch_growth=batch_growth, rows_growth=rows_growth,
+                                                  mib=sum(fixed.values()) / MiB))
     run.record(memory_breakdown={**fixed, "activations_per_batch": {str(s): n for s, n in by_batch.items()}},
                activations_by_seq_len={str(t): n for t, n in by_rows.items()},
                activation_growth_batch_x2=batch_growth, activation_growth_seq_x2=rows_growth)
@@ -126,11 +132,14 @@ def compare_accumulation(run, lab: RowLab, big, big_grads, small, accumulated_gr
     weight_diff = _max_abs_diff(small.parameters(), big.parameters())
     weight_change = _max_abs_diff(lab.build().parameters(), big.parameters())  # what the step moved
     micro_bytes = lab.activation_bytes(big, batch_size // k)
-    print(f"{k} micro-batches of {batch_size // k} vs one batch of {batch_size}: max |gradient difference| "
-          f"{grad_diff:.2e}, {grad_diff / _largest(big_grads):.1e} of the largest")
-    print(f"max |weight difference| after the step {weight_diff:.2e}: {weight_diff / weight_change:.1e} of the "
-          "largest change the step made")
-    print(f"activations per forward: {micro_bytes / MiB:.2f} MiB, not {by_batch[batch_size] / MiB:.2f}")
+    print(tr("{k} micro-batches of {micro} vs one batch of {batch_size}: max |gradient difference| "
+             "{grad_diff:.2e}, {relative:.1e} of the largest").format(
+        k=k, micro=batch_size // k, batch_size=batch_size, grad_diff=grad_diff,
+        relative=grad_diff / _largest(big_grads)))
+    print(tr("max |weight difference| after the step {weight_diff:.2e}: {relative:.1e} of the "
+             "largest change the step made").format(weight_diff=weight_diff, relative=weight_diff / weight_change))
+    print(tr("activations per forward: {micro:.2f} MiB, not {full:.2f}").format(
+        micro=micro_bytes / MiB, full=by_batch[batch_size] / MiB))
     run.record(accumulation_max_abs_grad_diff=grad_diff, accumulation_max_abs_weight_diff=weight_diff,
                accumulation_relative_grad_diff=grad_diff / _largest(big_grads),
                accumulation_relative_weight_diff=weight_diff / _largest(big.parameters()),
@@ -144,10 +153,10 @@ def activations_by_accumulation(run, lab: RowLab, model, k: int, by_batch: dict[
     per_k = {kk: by_batch[batch_size] if kk == 1 else lab.activation_bytes(model, batch_size // kk)
              for kk in sorted({1, 2, k})}
     for kk, nbytes in per_k.items():
-        print(f"effective batch {batch_size} as {kk} x {batch_size // kk}: {nbytes / MiB:6.2f} MiB of activations "
-              "per forward")
-    print(f"k=1 keeps {per_k[1] / per_k[k]:.1f}x the activations of k={k}: lowering k raises memory; to save "
-          "memory, raise k and shrink the micro-batch")
+        print(tr("effective batch {batch_size} as {kk} x {micro}: {mib:6.2f} MiB of activations "
+                 "per forward").format(batch_size=batch_size, kk=kk, micro=batch_size // kk, mib=nbytes / MiB))
+    print(tr("k=1 keeps {times:.1f}x the activations of k={k}: lowering k raises memory; to save "
+             "memory, raise k and shrink the micro-batch").format(times=per_k[1] / per_k[k], k=k))
     run.record(activation_bytes_by_accumulation_steps={str(kk): v for kk, v in per_k.items()})
 
 
@@ -160,11 +169,12 @@ def show_sync_pattern(run, syncs: list[bool], first_lr: float, last_lr: float, p
     ends = [i + 1 for i, sync in enumerate(syncs) if sync]  # the micro-batches where a step ran
     applied = [end - start for start, end in zip([0, *ends], ends, strict=False)]
     halvings = round(math.log2(first_lr / last_lr))
-    print(f"{per_epoch} micro-batches per epoch, k={k}, {len(syncs) // per_epoch} epochs")
-    print(f"sync_gradients in epoch 1: {''.join('S' if s else '.' for s in syncs[:per_epoch])} (S: the optimizer "
-          "steps)")
-    print(f"Accelerate: micro-batches per optimizer step {applied}; the scheduler stepped {halvings} times for "
-          f"{len(syncs)} batches")
+    print(tr("{per_epoch} micro-batches per epoch, k={k}, {epochs} epochs").format(
+        per_epoch=per_epoch, k=k, epochs=len(syncs) // per_epoch))
+    print(tr("sync_gradients in epoch 1: {pattern} (S: the optimizer steps)").format(
+        pattern="".join("S" if s else "." for s in syncs[:per_epoch])))
+    print(tr("Accelerate: micro-batches per optimizer step {applied}; the scheduler stepped {halvings} times for "
+             "{batches} batches").format(applied=applied, halvings=halvings, batches=len(syncs)))
     run.record(accumulate_micro_batches_per_step=applied, scheduler_steps=halvings,
                accumulate_sync_pattern_epoch1=syncs[:per_epoch], batches_seen=len(syncs))
 
@@ -172,10 +182,11 @@ def show_sync_pattern(run, syncs: list[bool], first_lr: float, last_lr: float, p
 def show_hand_rolled(run, build, loader, k: int, learning_rate: float) -> None:
     """Run `hand_rolled_epochs` for two epochs, print and record what each step applied and what was left."""
     applied, left = hand_rolled_epochs(build, loader, k, learning_rate)
-    print(f"hand-rolled: micro-batches per optimizer step {applied}; {left} left in .grad, never applied")
+    print(tr("hand-rolled: micro-batches per optimizer step {applied}; {left} left in .grad, never applied").format(
+        applied=applied, left=left))
     if max(applied) > k:
-        print(f"the hand-rolled loop applied {max(applied)} micro-batches in one step: the end of epoch 1 spilled "
-              "into epoch 2")
+        print(tr("the hand-rolled loop applied {most} micro-batches in one step: the end of epoch 1 spilled "
+                 "into epoch 2").format(most=max(applied)))
     run.record(hand_rolled_micro_batches_per_step=applied, hand_rolled_never_applied=left)
 
 
@@ -188,8 +199,8 @@ def show_last_group(run, net, reference, leftover: int, k: int) -> None:
         return torch.cat([p.grad.flatten() for p in m.parameters()]).norm().item()
 
     scale = grad_norm(net) / grad_norm(reference)
-    print(f"last group: {leftover} of {k} micro-batches; its gradient is {scale:.3f} x the mean gradient of its "
-          f"examples: a step {1 - scale:.0%} smaller")
+    print(tr("last group: {leftover} of {k} micro-batches; its gradient is {scale:.3f} x the mean gradient of its "
+             "examples: a step {smaller:.0%} smaller").format(leftover=leftover, k=k, scale=scale, smaller=1 - scale))
     run.record(last_group_micro_batches=leftover, last_group_gradient_scale=scale)
 
 
@@ -211,14 +222,14 @@ def checkpointing_memory(run, model, forwards: dict, inputs, targets, fixed: dic
         saved[name], peaks[name], losses[name] = counter.activation_bytes, peak.peaks, loss.item()
         grads[name] = [p.grad.clone() for p in model.parameters()]
     backward = {name: peaks[name]["backward"] for name in forwards}
-    for what, count in {"kept by the forward": saved, "peak during backward": backward}.items():
+    for what, count in {tr("kept by the forward"): saved, tr("peak during backward"): backward}.items():
         plain, ckpt = count["plain"], count["checkpointed"]
-        print(f"{what:21} plain {plain / MiB:6.2f} MiB, checkpointed {ckpt / MiB:6.2f} MiB ({1 - ckpt / plain:.0%} "
-              "less)")
+        print(tr("{what:21} plain {plain:6.2f} MiB, checkpointed {ckpt:6.2f} MiB ({less:.0%} less)").format(
+            what=what, plain=plain / MiB, ckpt=ckpt / MiB, less=1 - ckpt / plain))
     grad_gap = _max_abs_diff(grads["plain"], grads["checkpointed"])
     same = losses["plain"] == losses["checkpointed"]
-    print(f"same loss: {same}; max |gradient difference| {grad_gap:.1e}; weights, gradients, AdamW state unchanged "
-          f"({sum(fixed.values()) / MiB:.2f} MiB)")
+    print(tr("same loss: {same}; max |gradient difference| {grad_gap:.1e}; weights, gradients, AdamW state "
+             "unchanged ({mib:.2f} MiB)").format(same=same, grad_gap=grad_gap, mib=sum(fixed.values()) / MiB))
     ratios = {"saved": saved["checkpointed"] / saved["plain"], "peak": backward["checkpointed"] / backward["plain"]}
     run.record(checkpointing_activation_bytes=saved, checkpointing_peak_bytes=peaks,
                checkpointing_activation_bytes_ratio=ratios["saved"], checkpointing_backward_peak_ratio=ratios["peak"],
@@ -253,12 +264,13 @@ def checkpointing_time(run, model, forwards: dict, inputs, targets, trials: int)
     peaks = {name: cuda_peak_bytes(fn) for name, fn in candidates.items()}
     s = {name: spread(t) for name, t in times.items()}
     for name, row in s.items():
-        print(f"{name:13} median {1000 * row['median']:7.1f} ms/step (min {1000 * row['min']:.1f}, max "
-              f"{1000 * row['max']:.1f}, n={row['n']}, clock {clock.__name__})")
+        print(tr("{name:13} median {median:7.1f} ms/step (min {min:.1f}, max {max:.1f}, n={n}, clock "
+                 "{clock})").format(name=name, median=1000 * row["median"], min=1000 * row["min"],
+                                    max=1000 * row["max"], n=row["n"], clock=clock.__name__))
     ratio = s["checkpointed"]["median"] / s["plain"]["median"]
     resolved = s["checkpointed"]["min"] > s["plain"]["max"]
-    print(f"checkpointed / plain time: {ratio:.2f}" + ("" if resolved else " (the ranges overlap: not resolved on "
-                                                        "this machine)"))
+    print(tr("checkpointed / plain time: {ratio:.2f}").format(ratio=ratio)
+          + ("" if resolved else tr(" (the ranges overlap: not resolved on this machine)")))
     run.record(checkpointing_step_times_s=times, checkpointing_step_time_ratio=ratio, timing_clock=clock.__name__,
                checkpointing_step_time_resolved=resolved, checkpointing_cuda_peak_bytes=peaks)
     return {"ratio": ratio, "resolved": resolved}
@@ -282,7 +294,8 @@ def batch_search(run, launch: str, out, device_type: str, budget_mib: int) -> di
     budget = budget_mib if device_type == "cpu" else 0
     run.record(batch_search_ran=device_type == "cuda" or capped, batch_search_reason=reason)
     if not (device_type == "cuda" or capped):
-        print(f"step 4 did not run: {reason}; on a CUDA GPU it runs against the card's memory")
+        print(tr("step 4 did not run: {reason}; on a CUDA GPU it runs against the card's memory").format(
+            reason=reason))
         return None
     env = {**os.environ, "OMP_NUM_THREADS": "1", "LD_PRELOAD": "",  # glibc's malloc, and big blocks from
            "MALLOC_MMAP_THRESHOLD_": "65536"}  # mmap: the address space follows the tensors
@@ -291,17 +304,19 @@ def batch_search(run, launch: str, out, device_type: str, budget_mib: int) -> di
     search = json.loads(next(line[len("REPORT "):] for line in lines if line.startswith("REPORT ")))
     tried, errors = search["batch_sizes_tried"], search["errors"]
     follows = all(b == int(a * 0.9) for a, b in zip(tried, tried[1:], strict=False))
-    print(f"on {search['device']}, " + (f"budget {budget} MiB: {reason}" if budget else "no cap"))
-    print(f"tried {tried} -> {search['found_batch_size']} ({len(errors)} out-of-memory errors); each size is "
-          f"int(0.9 x the previous one): {follows}")
+    print(tr("on {device}, ").format(device=search["device"])
+          + (tr("budget {budget} MiB: {reason}").format(budget=budget, reason=reason) if budget else tr("no cap")))
+    print(tr("tried {tried} -> {found} ({errors} out-of-memory errors); each size is "
+             "int(0.9 x the previous one): {follows}").format(tried=tried, found=search["found_batch_size"],
+                                                              errors=len(errors), follows=follows))
     if errors:
-        print("first error:", errors[0])
-    print(f"a second call of the decorated function tried {search['second_call_tried']}")
+        print(tr("first error:"), errors[0])
+    print(tr("a second call of the decorated function tried {tried}").format(tried=search["second_call_tried"]))
     first = errors[0] if errors else "CUDA out of memory."
     retried = {"this RuntimeError": should_reduce_batch_size(RuntimeError(first)),
                "the same text in a ValueError": should_reduce_batch_size(ValueError(first)),
                "MemoryError()": should_reduce_batch_size(MemoryError())}
-    print("find_executable_batch_size retries after:", retried)
+    print(tr("find_executable_batch_size retries after:"), retried)
     run.record(found_batch_size=search["found_batch_size"], batch_sizes_tried=tried, budget_bytes=budget * MiB,
                cap_bytes=search["cap_bytes"], oom_errors=len(errors), oom_error_first=errors[:1],
                search_follows_x09=follows, second_call_tried=search["second_call_tried"],
@@ -315,12 +330,15 @@ def show_leaks(run, runs: dict[str, list[int]], one_batch: int) -> None:
     leak, the second `.item()`, the third the training loop)."""
     growth = {name: alive[-1] - alive[0] for name, alive in runs.items()}
     for name, alive in runs.items():
-        print(f"{name:42} alive after each step (MiB): {[round(a / MiB, 1) for a in alive]}")
+        print(tr("{name:42} alive after each step (MiB): {alive}").format(
+            name=name, alive=[round(a / MiB, 1) for a in alive]))
     leak, no_leak, train_growth = growth.values()
     steps = len(next(iter(runs.values())))
-    print(f"growth over {steps} steps: {leak / MiB:.2f} MiB kept by the loss tensors, {no_leak / MiB:.2f} MiB with "
-          f".item(), {train_growth / MiB:.2f} MiB in the training loop")
-    print(f"each kept loss tensor held {leak / (steps - 1) / one_batch:.2f} x one batch of activations")
+    print(tr("growth over {steps} steps: {leak:.2f} MiB kept by the loss tensors, {no_leak:.2f} MiB with "
+             ".item(), {train:.2f} MiB in the training loop").format(
+        steps=steps, leak=leak / MiB, no_leak=no_leak / MiB, train=train_growth / MiB))
+    print(tr("each kept loss tensor held {times:.2f} x one batch of activations").format(
+        times=leak / (steps - 1) / one_batch))
     run.record(leak_growth_bytes=leak, no_leak_growth_bytes=no_leak, train_loop_leak_growth_bytes=train_growth,
                leak_live_bytes_per_step=runs)
 
@@ -341,10 +359,11 @@ class AliveTensors:
 def show_released(run, released: dict[str, int]) -> None:
     """Print what stayed alive after each call; records `free_memory_alive_bytes`."""
     for name, nbytes in released.items():
-        print(f"{name:46} {nbytes / MiB:6.2f} MiB of weights, gradients and AdamW state alive")
+        print(tr("{name:46} {mib:6.2f} MiB of weights, gradients and AdamW state alive").format(
+            name=name, mib=nbytes / MiB))
     before, alone, assigned = list(released.values())[:3]
-    print(f"free_memory() alone released {(before - alone) / MiB:.2f} MiB; assigning what it returned released "
-          f"{(alone - assigned) / MiB:.2f} MiB")
+    print(tr("free_memory() alone released {alone:.2f} MiB; assigning what it returned released "
+             "{assigned:.2f} MiB").format(alone=(before - alone) / MiB, assigned=(alone - assigned) / MiB))
     run.record(free_memory_alive_bytes=released)
 
 
@@ -360,16 +379,23 @@ def zero_table(run, num_parameters: int, card_bytes: int, num_gpus: int = 2, nam
     table = {stage: {"per_gpu_gib": round(nbytes / 1024**3, 3), "split": split[stage],
                      "t4_share": round(nbytes / card_bytes, 3), "max_parameters": fits[stage]}
              for stage, nbytes in zero.items()}
-    show_table({stage: f"{row['per_gpu_gib']} GiB per GPU ({row['t4_share']:.0%} of a T4), split: {row['split']}; "
-                       f"a T4 fits the states of {row['max_parameters'] / 1e9:.1f} B parameters"
+    shown = {"stage 0": tr("nothing"), "stage 1": tr("optimizer states"), "stage 2": tr("+ gradients"),
+             "stage 3": tr("+ weights")}
+    row_text = tr("{gib} GiB per GPU ({share:.0%} of a T4), split: {split}; "
+                  "a T4 fits the states of {billions:.1f} B parameters")
+    show_table({stage: row_text.format(gib=row["per_gpu_gib"], share=row["t4_share"], split=shown[stage],
+                                       billions=row["max_parameters"] / 1e9)
                 for stage, row in table.items()})
     freed = (zero["stage 0"] - zero["stage 2"]) / 1024**3
     share = zero["stage 0"] / card_bytes
-    needs = ("needs no ZeRO" if share < 0.5 else "fits one card without ZeRO, with little left for activations"
-             if share < 1 else "does not fit one card without ZeRO")
-    print(f"So: {name} {needs}: its model states fill {zero['stage 0'] / card_bytes:.0%} of one T4. On "
-          f"{num_gpus} T4s, ZeRO-2 frees {freed:.1f} GiB per GPU for activations. ZeRO-3 raises the largest model "
-          f"whose states fit from {fits['stage 0'] / 1e9:.1f} B to {fits['stage 3'] / 1e9:.1f} B parameters.")
+    needs = (tr("needs no ZeRO") if share < 0.5 else tr("fits one card without ZeRO, with little left for "
+                                                        "activations")
+             if share < 1 else tr("does not fit one card without ZeRO"))
+    print(tr("So: {name} {needs}: its model states fill {share:.0%} of one T4. On "
+             "{num_gpus} T4s, ZeRO-2 frees {freed:.1f} GiB per GPU for activations. ZeRO-3 raises the largest model "
+             "whose states fit from {fits0:.1f} B to {fits3:.1f} B parameters.").format(
+        name=name, needs=needs, share=zero["stage 0"] / card_bytes, num_gpus=num_gpus, freed=freed,
+        fits0=fits["stage 0"] / 1e9, fits3=fits["stage 3"] / 1e9))
     run.record(zero_table=table, zero_per_gpu_bytes=zero, zero_max_parameters=fits)
 
 
@@ -395,7 +421,7 @@ def launch_reports(launch: str, out, report_dir: str = "zero_reports", expected:
     done = run_launch(shlex.split(launch), timeout=600, cwd=out, env=env)
     seconds = time.perf_counter() - start
     found = read_reports(reports, expected=expected, launcher_log=done.stderr)
-    print(f"{len(found)} reports in {seconds:.1f} s")
+    print(tr("{count} reports in {seconds:.1f} s").format(count=len(found), seconds=seconds))
     return found, done, seconds
 
 
@@ -412,15 +438,18 @@ def show_setups(run, reports: list[dict], launch: str, launch_s: float) -> dict[
         print(f"{name:18}" + "".join(f"{k:>12}" for k in kib),
               f" {row['max_abs_loss_diff_to_ddp']:9.1e} {1000 * row['step_time_s']['median']:8.0f}")
     fsdp, keep, world = rows["fsdp2_reshard"], rows["fsdp2_no_reshard"], reports[0]["world_size"]
-    print(f"Each FSDP2 rank holds {fsdp['weights_share_of_ddp']:.2f} of DDP's weights, "
-          f"{fsdp['grads_share_of_ddp']:.2f} of its gradients and {fsdp['optimizer_state_share_of_ddp']:.2f} of its "
-          f"AdamW state: about 1/{world} each.")
+    print(tr("Each FSDP2 rank holds {weights:.2f} of DDP's weights, "
+             "{grads:.2f} of its gradients and {state:.2f} of its "
+             "AdamW state: about 1/{world} each.").format(weights=fsdp["weights_share_of_ddp"],
+                                                         grads=fsdp["grads_share_of_ddp"],
+                                                         state=fsdp["optimizer_state_share_of_ddp"], world=world))
     between = "weights_between_forward_and_backward_share_of_ddp"
-    print(f"Between forward and backward, reshard_after_forward=True held {fsdp[between]:.2f} of the weights, False "
-          f"{keep[between]:.2f}.")
+    print(tr("Between forward and backward, reshard_after_forward=True held {reshard:.2f} of the weights, False "
+             "{keep:.2f}.").format(reshard=fsdp[between], keep=keep[between]))
     worst = max(row["max_abs_loss_diff_to_ddp"] for row in rows.values())
-    print(f"Largest loss difference to DDP: {worst:.1e}. Step time over DDP's: {fsdp['step_time_over_ddp']:.1f}x and "
-          f"{keep['step_time_over_ddp']:.1f}x (gloo on a shared CPU: not a GPU's speed).")
+    print(tr("Largest loss difference to DDP: {worst:.1e}. Step time over DDP's: {reshard:.1f}x and "
+             "{keep:.1f}x (gloo on a shared CPU: not a GPU's speed).").format(
+        worst=worst, reshard=fsdp["step_time_over_ddp"], keep=keep["step_time_over_ddp"]))
     shares = {name: {kind: round(row[f"{kind}_share_of_ddp"], 4) for kind in KINDS}
               for name, row in rows.items() if name != "ddp"}
     run.record(zero_fsdp2_launch=launch, zero_fsdp2_launch_s=launch_s, zero_fsdp2_setups=rows,
@@ -435,11 +464,14 @@ def show_plugin_trap(run, reports: list[dict], rows: dict[str, dict], launch_out
     lines the launch printed about FSDP. Records `accelerate_fsdp_plugin_*`; returns the run."""
     trap = plugin_run(reports)
     said = [line for line in launch_output.splitlines() if "fsdp" in line.lower()]
-    print(f"distributed type {trap['distributed_type']}; prepare() returned {trap['prepared_as']}")
+    print(tr("distributed type {kind}; prepare() returned {prepared}").format(kind=trap["distributed_type"],
+                                                                              prepared=trap["prepared_as"]))
     for kind in KINDS:
         ddp = rows["ddp"][f"{kind}_bytes_per_rank"]
-        print(f"  {kind:16} bytes per rank {trap[f'{kind}_bytes_per_rank']} (DDP: {ddp})")
-    print(f"sharded anything: {trap['sharded']}; lines the launch printed about FSDP: {len(said)}")
+        print(tr("  {kind:16} bytes per rank {mine} (DDP: {ddp})").format(
+            kind=kind, mine=trap[f"{kind}_bytes_per_rank"], ddp=ddp))
+    print(tr("sharded anything: {sharded}; lines the launch printed about FSDP: {lines}").format(
+        sharded=trap["sharded"], lines=len(said)))
     run.record(accelerate_fsdp_plugin_run=trap, accelerate_fsdp_plugin_sharded=trap["sharded"],
                accelerate_fsdp_plugin_output_lines=said)
     return trap

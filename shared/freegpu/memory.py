@@ -15,6 +15,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable
 
+from .i18n import tr
 from .measure import PackHooks
 
 __all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "PeakBytes", "address_space_cap_supported",
@@ -144,8 +145,9 @@ def address_space_cap_supported(platform: str | None = None) -> tuple[bool, str]
     enforces it; macOS and Windows do not). Notebook 03's `find_batch_size.py` sets the cap."""
     platform = platform or sys.platform
     if platform.startswith("linux"):
-        return True, "Linux enforces RLIMIT_AS: allocations beyond the cap fail"
-    return False, f"{platform} does not enforce RLIMIT_AS (Linux only: Colab, Kaggle, most servers)"
+        return True, tr("Linux enforces RLIMIT_AS: allocations beyond the cap fail")
+    return False, tr("{platform} does not enforce RLIMIT_AS (Linux only: Colab, Kaggle, most servers)").format(
+        platform=platform)
 
 
 def cuda_peak_bytes(fn: Callable[[], object]) -> int | None:

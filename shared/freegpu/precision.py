@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from .checks import check_choice
 from .hardware import HardwareInfo, recommend
+from .i18n import tr
 
 # `Precision`, `MeasuredMode` and `OpRecord` are what the helpers return; notebooks read their fields.
 __all__ = ["MODES", "pick_mixed_precision", "measured_mode", "precision_in_effect", "scaler_settings", "DtypeTrace",
@@ -45,17 +46,17 @@ def pick_mixed_precision(hw: HardwareInfo, requested: str = "auto") -> Precision
     kind = hw.device_kind
     if requested == "fp16" and kind == "cpu":
         return Precision("no", rec.reasons["mixed_precision"],
-                         "mixed_precision='fp16' does nothing on a CPU (no autocast, no GradScaler, yet "
-                         "accelerator.mixed_precision says 'fp16'); using 'no'. Try 'bf16' to see CPU autocast.")
+                         tr("mixed_precision='fp16' does nothing on a CPU (no autocast, no GradScaler, yet "
+                            "accelerator.mixed_precision says 'fp16'); using 'no'. Try 'bf16' to see CPU autocast."))
     if requested == "fp16" and kind == "tpu":
         return Precision("bf16", rec.reasons["mixed_precision"],
-                         "Accelerate refuses fp16 on XLA devices; TPUs compute in bf16, so using 'bf16'.")
+                         tr("Accelerate refuses fp16 on XLA devices; TPUs compute in bf16, so using 'bf16'."))
     if requested == "bf16" and kind == "cuda" and not all(g.bf16_tensor_cores for g in hw.gpus):
         names = ", ".join(sorted({g.name for g in hw.gpus}))
-        return Precision("bf16", f"bf16 was asked for on {names}",
-                         f"{names} has no bf16 tensor cores: bf16 runs emulated, often slower than fp32; "
-                         "use 'fp16' here.")
-    return Precision(requested, f"mixed_precision={requested!r} was asked for", None)
+        return Precision("bf16", tr("bf16 was asked for on {names}").format(names=names),
+                         tr("{names} has no bf16 tensor cores: bf16 runs emulated, often slower than fp32; "
+                            "use 'fp16' here.").format(names=names))
+    return Precision(requested, tr("mixed_precision={requested!r} was asked for").format(requested=requested), None)
 
 
 class MeasuredMode(NamedTuple):
@@ -75,14 +76,14 @@ def measured_mode(hw: HardwareInfo) -> MeasuredMode:
     """
     if hw.device_kind == "cuda":
         if all(g.bf16_tensor_cores for g in hw.gpus):
-            return MeasuredMode("bf16", False, "bf16 tensor cores (compute capability >= 8.0): no loss "
-                                               "scaling")
-        return MeasuredMode("fp16", False, "fp16 tensor cores only (T4, V100: compute capability 7.x); bf16 "
-                                           "would be emulated")
+            return MeasuredMode("bf16", False, tr("bf16 tensor cores (compute capability >= 8.0): no loss "
+                                                  "scaling"))
+        return MeasuredMode("fp16", False, tr("fp16 tensor cores only (T4, V100: compute capability 7.x); bf16 "
+                                              "would be emulated"))
     if hw.device_kind == "tpu":
-        return MeasuredMode("bf16", True, "TPU: this notebook runs on the host CPU, in bf16; XLA's own bf16 "
-                                          "is notebook 04's subject")
-    return MeasuredMode("bf16", False, "CPU: fp16 would do nothing here (no autocast), bf16 autocast is real")
+        return MeasuredMode("bf16", True, tr("TPU: this notebook runs on the host CPU, in bf16; XLA's own bf16 "
+                                             "is notebook 04's subject"))
+    return MeasuredMode("bf16", False, tr("CPU: fp16 would do nothing here (no autocast), bf16 autocast is real"))
 
 
 def scaler_settings(scaler) -> dict[str, Any]:
@@ -234,19 +235,21 @@ def claim_verdicts(forward: DtypeTrace, backward: DtypeTrace, mode: str, weights
     low = {"fp16": "float16", "bf16": "bfloat16"}.get(mode, "float32")
     casts = forward.count(f"_to_copy(float32->{low})")
     backward_mm = backward.op_dtypes().get("mm")
-    evidence = (f"an {mode} run, the claim's own mode" if mode == "fp16" else
-                f"a {mode} run: Accelerate's fp16 does nothing on a CPU (step 4). The fp16 trace below is "
-                "PyTorch's autocast alone; Accelerate in fp16 runs only on a CUDA GPU, such as a T4")
+    evidence = (tr("an {mode} run, the claim's own mode").format(mode=mode) if mode == "fp16" else
+                tr("a {mode} run: Accelerate's fp16 does nothing on a CPU (step 4). The fp16 trace below is "
+                   "PyTorch's autocast alone; Accelerate in fp16 runs only on a CUDA GPU, such as a T4").format(
+                    mode=mode))
     weights_16 = weights != ["torch.float32"]
     return [
-        f"evidence: {evidence}",
-        "claim 'weights converted to FP16': " + ("holds" if weights_16 else (
-            f"does not hold in {low}: the weights stay {weights}; autocast made {casts} temporary {low} copies of "
-            "weights and inputs for the matmuls")),
-        f"claim 'gradients computed in FP32': the backward matmuls (mm) ran in {backward_mm}; " + (
-            "holds" if backward_mm == "float32" else
-            f".grad is {grads} only because the weights are fp32 (each {low} copy's gradient flows back into its "
-            "fp32 weight)"),
+        tr("evidence: {evidence}").format(evidence=evidence),
+        tr("claim 'weights converted to FP16': ") + (tr("holds") if weights_16 else (
+            tr("does not hold in {low}: the weights stay {weights}; autocast made {casts} temporary {low} copies of "
+               "weights and inputs for the matmuls").format(low=low, weights=weights, casts=casts))),
+        tr("claim 'gradients computed in FP32': the backward matmuls (mm) ran in {backward_mm}; ").format(
+            backward_mm=backward_mm) + (
+            tr("holds") if backward_mm == "float32" else
+            tr(".grad is {grads} only because the weights are fp32 (each {low} copy's gradient flows back into its "
+               "fp32 weight)").format(grads=grads, low=low)),
     ]
 
 
@@ -268,11 +271,14 @@ def scaling_report(reference, plain, scaled, scale: float) -> tuple[dict[str, An
     facts = {"fp16_underflow_without_scaling": bool((y_grad == 0).all() and (unscaled == 0).all()),
              "fp16_survives_with_scaling": bool((y_grad_scaled != 0).all()) and error < 1e-2,
              "fp16_rescued_relative_error": error}
-    text = (f"fp32 weight gradient: mean |g| {reference.abs().mean():.3g}\n"
-            f"fp16, no scaling: {(y_grad == 0).float().mean():.0%} of output gradients are zero, weight gradient "
-            f"all zero: {bool((unscaled == 0).all())}\n"
-            f"fp16, loss x {scale:g}: {(y_grad_scaled == 0).float().mean():.0%} zero, unscaled weight gradient "
-            f"within {error:.2%} of fp32")
+    text = tr("fp32 weight gradient: mean |g| {mean:.3g}\n"
+              "fp16, no scaling: {zero:.0%} of output gradients are zero, weight gradient "
+              "all zero: {all_zero}\n"
+              "fp16, loss x {scale:g}: {zero_scaled:.0%} zero, unscaled weight gradient "
+              "within {error:.2%} of fp32").format(
+        mean=reference.abs().mean().item(), zero=(y_grad == 0).float().mean().item(),
+        all_zero=bool((unscaled == 0).all()), scale=scale, zero_scaled=(y_grad_scaled == 0).float().mean().item(),
+        error=error)
     return facts, text
 
 
@@ -299,8 +305,11 @@ class ScalerWalk(NamedTuple):
     skipped: list[int]
 
     def table(self) -> dict[str, str]:
-        return {f"step {r['step']}": f"scale {r['scale']:g} -> {r['next_scale']:g}, loss {r['loss']}, "
-                f"{'SKIPPED' if r['skipped'] else 'stepped'}, AdamW steps {r['optimizer_steps']}" for r in self.rows}
+        return {tr("step {step}").format(step=r["step"]): tr(
+                    "scale {scale:g} -> {next_scale:g}, loss {loss}, {outcome}, AdamW steps {optimizer_steps}").format(
+                    scale=r["scale"], next_scale=r["next_scale"], loss=r["loss"],
+                    outcome=tr("SKIPPED") if r["skipped"] else tr("stepped"), optimizer_steps=r["optimizer_steps"])
+                for r in self.rows}
 
 
 def walk_scaler(train_step, scaler, optimizer, batches) -> ScalerWalk:
@@ -357,8 +366,9 @@ def activation_survey(make_model, inputs, targets, precisions: list[str]) -> tup
     base, mode = precisions[:2]
     facts = {"activation_bytes": total, "activation_bytes_by_dtype": {p: d for p, (_, d) in saved.items()},
              "activation_bytes_ratio": total[mode] / total[base]}
-    text = (f"saved for backward, one batch of {len(inputs)}: " + ", ".join(f"{p} {b / 2**20:.2f} MiB"
-            for p, b in total.items()) + f"; {mode}/{base} = {facts['activation_bytes_ratio']:.2f}")
+    text = (tr("saved for backward, one batch of {batch}: ").format(batch=len(inputs))
+            + ", ".join(f"{p} {b / 2**20:.2f} MiB" for p, b in total.items())
+            + f"; {mode}/{base} = {facts['activation_bytes_ratio']:.2f}")
     return facts, text
 
 
@@ -378,10 +388,11 @@ def step_times(train, names: tuple[str, ...], steps: int, trials: int) -> tuple[
     (base_name, base), (name, other) = ms.items()
     resolved = other["min"] > base["max"] or other["max"] < base["min"]
     ratio = other["median"] / base["median"]
-    lines = [f"{n:>4}: median {s['median']:.2f} ms/step (min {s['min']:.2f}, max {s['max']:.2f}, {s['n']} trials)"
-             for n, s in ms.items()]
-    lines.append(f"{name} / {base_name} time per step: {ratio:.2f}"
-                 + ("" if resolved else " (the ranges overlap: not resolved on this machine)"))
+    line = tr("{name:>4}: median {median:.2f} ms/step (min {min:.2f}, max {max:.2f}, {n} trials)")
+    lines = [line.format(name=n, median=s["median"], min=s["min"], max=s["max"], n=s["n"]) for n, s in ms.items()]
+    lines.append(tr("{name} / {base_name} time per step: {ratio:.2f}").format(name=name, base_name=base_name,
+                                                                               ratio=ratio)
+                 + ("" if resolved else tr(" (the ranges overlap: not resolved on this machine)")))
     return {"step_time_ms": ms, "step_time_ratio": ratio, "step_time_resolved": resolved}, "\n".join(lines)
 
 
@@ -423,19 +434,24 @@ def article_verdicts(saved: dict[str, Any], times: dict[str, Any], peak_memory_b
     for precision in dict.fromkeys([mode, "fp16"]):
         if precision in activation_bytes:
             saving = 1 - activation_bytes[precision] / activation_bytes["no"]
-            lines.append(f"activations, {precision}: {saving:.0%} fewer bytes kept for backward than fp32.")
-    lines.append("The guide's reason is 'activations stored in FP16'. Its claim, 'nearly half of the GPU memory', "
-                 "counts all GPU memory. Weights, .grad and AdamW state stay fp32 (step 2).")
+            lines.append(tr("activations, {precision}: {saving:.0%} fewer bytes kept for backward than fp32.").format(
+                precision=precision, saving=saving))
+    lines.append(tr("The guide's reason is 'activations stored in FP16'. Its claim, 'nearly half of the GPU memory', "
+                    "counts all GPU memory. Weights, .grad and AdamW state stay fp32 (step 2)."))
     if peak_memory_bytes:
-        lines.append(f"GPU peak memory, {mode} / fp32: {peak_memory_bytes[mode] / peak_memory_bytes['no']:.2f}.")
+        lines.append(tr("GPU peak memory, {mode} / fp32: {ratio:.2f}.").format(
+            mode=mode, ratio=peak_memory_bytes[mode] / peak_memory_bytes["no"]))
     else:
-        lines.append("GPU peak memory: not measured, there is no CUDA GPU here (a Colab or Kaggle T4 measures it).")
-    speed = f"{mode} step time / fp32: {times['step_time_ratio']:.2f}"
-    lines.append(speed + ("" if times["step_time_resolved"] else " (the ranges overlap: not resolved on this machine)")
-                 + ("" if peak_memory_bytes else "; a CPU has no tensor cores, so this says nothing of a GPU."))
-    how = "op for op" if native_amp else "with differences (see step 2)"
-    lines.append(f"the +44% row: both columns are fp16, and Accelerate ran torch.autocast {how} (in {mode} "
-                 "here), so mixed precision alone does not explain the gap; the article does not say what does.")
+        lines.append(tr("GPU peak memory: not measured, there is no CUDA GPU here (a Colab or Kaggle T4 measures "
+                        "it)."))
+    speed = tr("{mode} step time / fp32: {ratio:.2f}").format(mode=mode, ratio=times["step_time_ratio"])
+    lines.append(speed + ("" if times["step_time_resolved"] else
+                          tr(" (the ranges overlap: not resolved on this machine)"))
+                 + ("" if peak_memory_bytes else tr("; a CPU has no tensor cores, so this says nothing of a GPU.")))
+    how = tr("op for op") if native_amp else tr("with differences (see step 2)")
+    lines.append(tr("the +44% row: both columns are fp16, and Accelerate ran torch.autocast {how} (in {mode} "
+                    "here), so mixed precision alone does not explain the gap; the article does not say what "
+                    "does.").format(how=how, mode=mode))
     return lines
 
 

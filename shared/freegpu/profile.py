@@ -6,6 +6,7 @@ Introduced in notebook 00.
 from __future__ import annotations
 
 from .checks import check_choice
+from .i18n import tr
 
 __all__ = ["PROFILES", "resolve_profile", "hub_ids", "require_hub"]
 
@@ -19,10 +20,11 @@ def resolve_profile(profile: str, device_kind: str) -> tuple[str, str]:
     """
     check_choice("profile", profile, PROFILES)
     if profile != "auto":
-        return profile, f"profile={profile!r} was asked for"
+        return profile, tr("profile={profile!r} was asked for").format(profile=profile)
     if device_kind in ("cuda", "tpu"):
-        return "full", f"profile='auto' and a {device_kind.upper()} is present: real data, real model"
-    return "smoke", "profile='auto' on a CPU-only machine: tiny offline data, seconds per notebook"
+        return "full", tr("profile='auto' and a {device} is present: real data, real model").format(
+            device=device_kind.upper())
+    return "smoke", tr("profile='auto' on a CPU-only machine: tiny offline data, seconds per notebook")
 
 
 def hub_ids(sources: dict[str, str]) -> dict[str, str]:
@@ -38,14 +40,15 @@ def require_hub(profile: str, internet: bool, sources: dict[str, str] | None = N
     `sources` maps each parameter that names the data or the model to its value (a Hub id or a folder); only the
     Hub ids need the Hub. Without `sources`, the full profile is taken to need it.
     """
-    needed = hub_ids(sources) if sources is not None else {"": "its data"}
+    needed = hub_ids(sources) if sources is not None else {"": tr("its data")}
     if profile != "full" or internet or not needed:
         return
     named = ", ".join(f"{source} ({name})" if name else source for name, source in needed.items())
-    folders = " or ".join(name for name in needed if name)
-    local = f"give {folders} a folder that holds it (a Kaggle input, a Drive folder), " if folders else ""
-    raise RuntimeError(
-        f"profile='full' downloads {named} from the Hugging Face Hub, which is not reachable from here. Turn the "
-        f"internet on (Kaggle: Settings > Internet > On), {local}or run with profile='smoke', which uses small "
+    folders = tr(" or ").join(name for name in needed if name)
+    local = (tr("give {folders} a folder that holds it (a Kaggle input, a Drive folder), ").format(folders=folders)
+             if folders else "")
+    raise RuntimeError(tr(
+        "profile='full' downloads {named} from the Hugging Face Hub, which is not reachable from here. Turn the "
+        "internet on (Kaggle: Settings > Internet > On), {local}or run with profile='smoke', which uses small "
         "data shipped with the installed packages."
-    )
+    ).format(named=named, local=local))

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .i18n import tr
+
 __all__ = ["COMMON_KEYS", "Run", "start_run", "library_versions", "write_json_atomic", "umask_mode", "format_value",
            "show_table"]
 
@@ -106,12 +108,12 @@ def markdown_table(values: dict[str, Any]) -> str:
     """A two-column markdown table (`measure`, `value`) of `values`."""
     cells = {key: format_value(value).replace("|", "\\|").replace("\n", " ") for key, value in values.items()}
     rows = "\n".join(f"| `{key}` | {cell} |" for key, cell in cells.items())
-    return f"| measure | value |\n|---|---|\n{rows}"
+    return tr("| measure | value |") + f"\n|---|---|\n{rows}"
 
 
 def show_table(values: dict[str, Any]) -> None:
     """Display `values` as a markdown table: rendered in Jupyter, the same text in logs and outside IPython."""
-    table = markdown_table(values) if values else "(nothing to show)"
+    table = markdown_table(values) if values else tr("(nothing to show)")
     try:
         from IPython.display import display
     except ImportError:
@@ -171,9 +173,10 @@ class Run:
         marker = read_marker(self.output_dir) or {}
         if (marker.get("pid"), marker.get("started_at"), marker.get("notebook")) != (os.getpid(), self._started,
                                                                                      self.notebook):
-            raise RuntimeError(f"{self.output_dir} was claimed by another run since this one started "
-                               f"({marker.get('notebook')!r}, pid {marker.get('pid')}); results.json not written. "
-                               "Give each run its own output_dir.")
+            raise RuntimeError(tr("{output_dir} was claimed by another run since this one started "
+                                  "({notebook!r}, pid {pid}); results.json not written. "
+                                  "Give each run its own output_dir.").format(
+                output_dir=self.output_dir, notebook=marker.get("notebook"), pid=marker.get("pid")))
         share_outputs(self.output_dir)
         path = write_json_atomic(self.output_dir / "results.json", self.as_dict())
         _write_marker(self.output_dir, self.notebook, "complete", self._started)
@@ -208,19 +211,22 @@ def start_run(notebook: str, profile: str, platform: str, device: str, output_di
     output_dir = Path(output_dir)
     marker = read_marker(output_dir)
     if marker is not None and marker.get("notebook") != notebook:
-        raise ValueError(f"{output_dir} belongs to notebook {marker.get('notebook')!r}; check_output_dir refuses it")
+        raise ValueError(tr("{output_dir} belongs to notebook {notebook!r}; check_output_dir refuses it").format(
+            output_dir=output_dir, notebook=marker.get("notebook")))
     if marker is None and (output_dir / RUN_MARKER).exists():
-        raise ValueError(f"{output_dir} was claimed by another run a moment ago; give each run its own output_dir")
+        raise ValueError(tr("{output_dir} was claimed by another run a moment ago; give each run its own "
+                            "output_dir").format(output_dir=output_dir))
     if marker is None and any(output_dir.iterdir()):
-        raise ValueError(f"{output_dir} holds files that no course run wrote; check_output_dir refuses it")
+        raise ValueError(tr("{output_dir} holds files that no course run wrote; check_output_dir refuses it").format(
+            output_dir=output_dir))
     run = Run(notebook=notebook, profile=profile, platform=platform, device=device, output_dir=output_dir,
               parameters=dict(parameters or {}))
     if marker is None:  # claim the empty folder: of two runs starting at once, exactly one creates the marker
         try:
             os.close(os.open(output_dir / RUN_MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, umask_mode()))
         except FileExistsError:
-            raise ValueError(f"{output_dir} was claimed by another run a moment ago; give each run its own "
-                             "output_dir") from None
+            raise ValueError(tr("{output_dir} was claimed by another run a moment ago; give each run its own "
+                            "output_dir").format(output_dir=output_dir)) from None
     _write_marker(output_dir, notebook, "running", run._started)
     for entry in output_dir.iterdir():  # the previous run of this notebook, complete or killed
         if entry.name != RUN_MARKER:

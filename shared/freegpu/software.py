@@ -14,6 +14,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from .i18n import tr
+
 __all__ = [
     "REDACTED",
     "SHOWN_NAMES",
@@ -121,5 +123,6 @@ def accelerate_env_report(timeout: float = 120.0) -> str:
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     done = subprocess.run(cli, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PATH": path})
     if done.returncode != 0:
-        raise RuntimeError(f"`accelerate env` failed ({done.returncode}):\n{redact(done.stderr)}")
+        raise RuntimeError(tr("`accelerate env` failed ({code}):\n{stderr}").format(code=done.returncode,
+                                                                                    stderr=redact(done.stderr)))
     return _hide_prefix(redact(done.stdout))
