@@ -17,6 +17,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .i18n import tr
+
 __all__ = [
     "GpuInfo",
     "TpuInfo",
@@ -167,10 +169,13 @@ def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, 
     same cores.
     """
     per_process = max(1, logical_cpus // max(1, num_processes))
-    why = f"{logical_cpus} CPUs / {num_processes} process(es) = {per_process} per process"
+    why = tr("{cpus} CPUs / {num_processes} process(es) = {per_process} per process").format(
+        cpus=logical_cpus, num_processes=num_processes, per_process=per_process)
     if per_process >= 2:
-        return per_process, f"{why}, so {per_process} DataLoader workers per process (one per core)."
-    return 0, f"{why}, fewer than 2, so num_workers=0 (load in the loop; a lone worker adds copies, not cores)."
+        return per_process, tr("{why}, so {per_process} DataLoader workers per process (one per core).").format(
+            why=why, per_process=per_process)
+    return 0, tr("{why}, fewer than 2, so num_workers=0 (load in the loop; a lone worker adds copies, not "
+                 "cores).").format(why=why)
 
 
 def recommend(hw: HardwareInfo) -> Recommendation:
@@ -178,55 +183,59 @@ def recommend(hw: HardwareInfo) -> Recommendation:
     reasons = {}
     if hw.device_kind == "tpu":
         precision, procs = "bf16", max(hw.tpu.chips, 1)
-        reasons["mixed_precision"] = "TPUs compute natively in bf16; fp16 is refused on XLA."
-        reasons["num_processes"] = f"one process per TPU chip ({procs})."
+        reasons["mixed_precision"] = tr("TPUs compute natively in bf16; fp16 is refused on XLA.")
+        reasons["num_processes"] = tr("one process per TPU chip ({procs}).").format(procs=procs)
     elif hw.gpus:
         procs = len(hw.gpus)
         if all(g.bf16_tensor_cores for g in hw.gpus):
-            precision, why = "bf16", "compute capability >= 8.0: bf16 tensor cores, no loss scaling needed."
+            precision, why = "bf16", tr("compute capability >= 8.0: bf16 tensor cores, no loss scaling needed.")
         elif all(g.fp16_tensor_cores for g in hw.gpus):
-            precision, why = "fp16", "compute capability 7.x: fp16 tensor cores but no bf16 ones."
+            precision, why = "fp16", tr("compute capability 7.x: fp16 tensor cores but no bf16 ones.")
         else:
-            precision, why = "no", "compute capability < 7.0: no tensor cores, mixed precision gains little."
+            precision, why = "no", tr("compute capability < 7.0: no tensor cores, mixed precision gains little.")
         reasons["mixed_precision"] = why
-        reasons["num_processes"] = f"one process per GPU ({procs})."
+        reasons["num_processes"] = tr("one process per GPU ({procs}).").format(procs=procs)
     else:
         precision, procs = "no", 1
-        reasons["mixed_precision"] = "CPU: Accelerate's fp16 does nothing here, and bf16 autocast is rarely faster."
-        reasons["num_processes"] = "one process: several CPU processes share the same cores."
+        reasons["mixed_precision"] = tr("CPU: Accelerate's fp16 does nothing here, and bf16 autocast is rarely "
+                                        "faster.")
+        reasons["num_processes"] = tr("one process: several CPU processes share the same cores.")
     workers, reasons["num_workers"] = dataloader_workers(hw.logical_cpus, procs)
     return Recommendation(precision, procs, workers, reasons)
 
 
 def pitfalls(hw: HardwareInfo, platform: str) -> list[str]:
     """Traps that the popular articles walk into on this hardware and platform (notebook 00)."""
-    found = [f"'num_workers = 4 x cores' would start {4 * hw.logical_cpus} workers per process on "
-             f"{hw.logical_cpus} CPUs; PyTorch warns above {hw.logical_cpus} (notebook 04)."]
+    found = [tr("'num_workers = 4 x cores' would start {workers} workers per process on "
+                "{cpus} CPUs; PyTorch warns above {cpus} (notebook 04).").format(workers=4 * hw.logical_cpus,
+                                                                                 cpus=hw.logical_cpus)]
     if hw.device_kind == "cpu":
-        found.append("mixed_precision='fp16' on CPU silently does nothing: no autocast, no GradScaler, "
-                     "and accelerator.mixed_precision still says 'fp16' (notebook 02).")
-        found.append("`accelerate launch --cpu --num_processes 2` starts ONE process, and notebook_launcher "
-                     "forks independent runs unless the Accelerator is created with cpu=True (notebook 01).")
-        found.append("notebook_launcher forks this process: once torch has run multi-threaded CPU ops here, a "
-                     "child that runs them too hangs without an error; start the function with "
-                     "torch.set_num_threads(1) (notebook 01).")
+        found.append(tr("mixed_precision='fp16' on CPU silently does nothing: no autocast, no GradScaler, "
+                        "and accelerator.mixed_precision still says 'fp16' (notebook 02)."))
+        found.append(tr("`accelerate launch --cpu --num_processes 2` starts ONE process, and notebook_launcher "
+                        "forks independent runs unless the Accelerator is created with cpu=True (notebook 01)."))
+        found.append(tr("notebook_launcher forks this process: once torch has run multi-threaded CPU ops here, a "
+                        "child that runs them too hangs without an error; start the function with "
+                        "torch.set_num_threads(1) (notebook 01)."))
     cuda = tuple(int(x) for x in hw.torch_cuda.split(".")[:2]) if hw.torch_cuda else None
     for gpu in {g.name: g for g in hw.gpus}.values():
         if gpu.compute_capability < (7, 0) and cuda and cuda >= (12, 8):
-            found.append(f"{gpu.name} (sm_{''.join(map(str, gpu.compute_capability))}) has no kernels in this "
-                         f"CUDA {hw.torch_cuda} build of torch: the first op fails with "
-                         "cudaErrorNoKernelImageForDevice. On Kaggle pick 'GPU T4 x2'.")
+            found.append(tr("{name} (sm_{sm}) has no kernels in this CUDA {cuda} build of torch: the first op "
+                            "fails with cudaErrorNoKernelImageForDevice. On Kaggle pick 'GPU T4 x2'.").format(
+                name=gpu.name, sm="".join(map(str, gpu.compute_capability)), cuda=hw.torch_cuda))
         if gpu.fp16_tensor_cores and not gpu.bf16_tensor_cores:
-            found.append(f"{gpu.name}: torch reports bf16 as supported, but it is emulated; use fp16 here.")
+            found.append(tr("{name}: torch reports bf16 as supported, but it is emulated; use fp16 here.").format(
+                name=gpu.name))
     if len(hw.gpus) > 1 and hw.nvlink is not True:
-        found.append(f"{len(hw.gpus)} GPUs without NVLink: DDP all-reduces gradients over PCIe, so two GPUs "
-                     "are less than twice as fast; larger batches per step amortise it.")
+        found.append(tr("{count} GPUs without NVLink: DDP all-reduces gradients over PCIe, so two GPUs "
+                        "are less than twice as fast; larger batches per step amortise it.").format(
+            count=len(hw.gpus)))
     if hw.device_kind == "tpu":
-        found.append("COLAB_TPU_ADDR belongs to the retired TPU-node runtime; set PJRT_DEVICE=TPU before "
-                     "notebook_launcher and do not touch the XLA device before it forks (notebook 04).")
+        found.append(tr("COLAB_TPU_ADDR belongs to the retired TPU-node runtime; set PJRT_DEVICE=TPU before "
+                        "notebook_launcher and do not touch the XLA device before it forks (notebook 04)."))
     if platform == "kaggle":
-        found.append("Only the working folder is saved with a Kaggle version, and it is capped at 20 GB "
-                     "(https://www.kaggle.com/docs/notebooks; notebook 06).")
+        found.append(tr("Only the working folder is saved with a Kaggle version, and it is capped at 20 GB "
+                        "(https://www.kaggle.com/docs/notebooks; notebook 06)."))
     return found
 
 
@@ -247,16 +256,19 @@ def disk_report(path: Path, budget_bytes: int | None = None, budget_dir: Path | 
 
 def describe(hw: HardwareInfo) -> str:
     """The lines notebook 00 prints about CPUs, RAM, each GPU (and what its compute capability gives) and the TPU."""
-    lines = [f"CPU: {hw.logical_cpus} logical / {hw.physical_cpus} physical cores, "
-             f"RAM {hw.ram_available_gib} of {hw.ram_total_gib} GiB free"]
+    lines = [tr("CPU: {logical} logical / {physical} physical cores, RAM {available} of {total} GiB free").format(
+        logical=hw.logical_cpus, physical=hw.physical_cpus, available=hw.ram_available_gib, total=hw.ram_total_gib)]
     for i, gpu in enumerate(hw.gpus):
-        lines.append(f"GPU {i}: {gpu.name}, {gpu.memory_gib} GiB, compute capability {gpu.compute_capability}, "
-                     f"fp16 tensor cores: {gpu.fp16_tensor_cores}, bf16 tensor cores: {gpu.bf16_tensor_cores}")
+        lines.append(tr("GPU {i}: {name}, {memory} GiB, compute capability {cc}, "
+                        "fp16 tensor cores: {fp16}, bf16 tensor cores: {bf16}").format(
+            i=i, name=gpu.name, memory=gpu.memory_gib, cc=gpu.compute_capability, fp16=gpu.fp16_tensor_cores,
+            bf16=gpu.bf16_tensor_cores))
     if not hw.gpus:
-        lines.append("GPUs: none (nvidia-smi is absent or lists no GPU)")
+        lines.append(tr("GPUs: none (nvidia-smi is absent or lists no GPU)"))
     elif len(hw.gpus) > 1:
-        lines.append(f"NVLink between the GPUs: {hw.nvlink}")
-    lines.append(f"TPU: {hw.tpu}" if hw.tpu else "TPU: none (no torch_xla, no TPU_ACCELERATOR_TYPE, no /dev/accel*)")
+        lines.append(tr("NVLink between the GPUs: {nvlink}").format(nvlink=hw.nvlink))
+    lines.append(f"TPU: {hw.tpu}" if hw.tpu else tr("TPU: none (no torch_xla, no TPU_ACCELERATOR_TYPE, no "
+                                                    "/dev/accel*)"))
     return "\n".join(lines)
 
 
@@ -280,6 +292,8 @@ def simulated_recommendations(nvidia_smi_by_box: dict[str, str]) -> dict[str, st
     for box, smi in nvidia_smi_by_box.items():
         sim = detect_hardware(nvidia_smi=smi, topology="")
         rec = recommend(sim)
-        rows[box] = (f"mixed_precision={rec.mixed_precision}, num_processes={rec.num_processes}, "
-                     f"num_workers={rec.num_workers} (from this machine's {sim.logical_cpus} CPUs)")
+        rows[box] = tr("mixed_precision={mixed_precision}, num_processes={num_processes}, "
+                       "num_workers={num_workers} (from this machine's {cpus} CPUs)").format(
+            mixed_precision=rec.mixed_precision, num_processes=rec.num_processes, num_workers=rec.num_workers,
+            cpus=sim.logical_cpus)
     return rows

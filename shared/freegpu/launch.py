@@ -25,6 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .i18n import tr
 from .software import redact
 
 # `die_with_parent` and `run_launches` stay importable; notebook 01 reaches them through `as_launched_process` and
@@ -191,10 +192,12 @@ def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = N
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise LaunchError(f"{' '.join(map(str, cmd))} ran past {timeout:.0f} s and was stopped") from None
+            raise LaunchError(tr("{cmd} ran past {timeout:.0f} s and was stopped").format(
+                cmd=" ".join(map(str, cmd)), timeout=timeout)) from None
     if proc.returncode != 0:
-        raise LaunchError(f"{' '.join(map(str, cmd))} exited with status {proc.returncode} after "
-                          f"{time.monotonic() - start:.1f} s; end of its stderr:\n{redact(stderr[-3000:])}")
+        raise LaunchError(tr("{cmd} exited with status {code} after {seconds:.1f} s; end of its stderr:\n"
+                             "{stderr}").format(cmd=" ".join(map(str, cmd)), code=proc.returncode,
+                                                seconds=time.monotonic() - start, stderr=redact(stderr[-3000:])))
     return subprocess.CompletedProcess(list(cmd), proc.returncode, stdout, stderr)
 
 
@@ -222,17 +225,20 @@ def run_launches(commands: Mapping[str, Sequence[str]], *, timeout: float, cwd: 
             try:
                 proc.wait(timeout=max(0.0, timeout - (time.monotonic() - start)))
             except subprocess.TimeoutExpired:
-                raise LaunchError(f"{name}: {' '.join(map(str, commands[name]))} ran past {timeout:.0f} s and was "
-                                  "stopped, with every other launch") from None
+                raise LaunchError(tr("{name}: {cmd} ran past {timeout:.0f} s and was stopped, with every other "
+                                     "launch").format(name=name, cmd=" ".join(map(str, commands[name])),
+                                                      timeout=timeout)) from None
         for reader in readers:
             reader.join(_GRACE_S)
     done = {name: subprocess.CompletedProcess(list(commands[name]), procs[name].returncode, "".join(texts[name][0]),
                                               "".join(texts[name][1])) for name in commands}
     for name, result in done.items():
         if result.returncode != 0:
-            raise LaunchError(f"{name}: {' '.join(map(str, commands[name]))} exited with status {result.returncode} "
-                              f"after {time.monotonic() - start:.1f} s; end of its stderr:\n"
-                              f"{redact(result.stderr[-3000:])}")
+            raise LaunchError(tr("{name}: {cmd} exited with status {code} after {seconds:.1f} s; end of its "
+                                 "stderr:\n{stderr}").format(name=name, cmd=" ".join(map(str, commands[name])),
+                                                             code=result.returncode,
+                                                             seconds=time.monotonic() - start,
+                                                             stderr=redact(result.stderr[-3000:])))
     return done
 
 
@@ -264,23 +270,25 @@ def launcher_branch(num_processes: int, gpu_count: int, environ: Mapping[str, st
     in_kaggle = any(key.startswith("KAGGLE") for key in env)  # any variable at all: the launcher's own test
     in_colab = not in_kaggle and "google.colab" in shell
     if (in_colab or in_kaggle) and (env.get("TPU_NAME") is not None or env.get("PJRT_DEVICE", "") == "TPU"):
-        return LauncherBranch("tpu", 0, False, "TPU: xmp.spawn forks one process per TPU chip and ignores "
-                              "num_processes; each one must create its own Accelerator.")
+        return LauncherBranch("tpu", 0, False, tr("TPU: xmp.spawn forks one process per TPU chip and ignores "
+                                                  "num_processes; each one must create its own Accelerator."))
     if in_colab and gpu_count < 2:
-        device = "one GPU" if gpu_count else "the CPU"
-        return LauncherBranch("colab_in_process", 1, True, f"Colab with {device}: notebook_launcher ignores "
-                              f"num_processes={num_processes} and calls the function once, in this notebook's own "
-                              "process; nothing is forked and nothing is distributed.")
+        device = tr("one GPU") if gpu_count else tr("the CPU")
+        return LauncherBranch("colab_in_process", 1, True, tr(
+            "Colab with {device}: notebook_launcher ignores num_processes={num_processes} and calls the function "
+            "once, in this notebook's own process; nothing is forked and nothing is distributed.").format(
+            device=device, num_processes=num_processes))
     if num_processes > 1 and gpu_count > 0:
-        return LauncherBranch("multi_gpu", num_processes, False, f"{gpu_count} GPU(s): notebook_launcher forks "
-                              f"{num_processes} processes, one per GPU, and they join with NCCL (MULTI_GPU), "
-                              "provided this notebook has not touched CUDA before the launch.")
+        return LauncherBranch("multi_gpu", num_processes, False, tr(
+            "{gpu_count} GPU(s): notebook_launcher forks {num_processes} processes, one per GPU, and they join with "
+            "NCCL (MULTI_GPU), provided this notebook has not touched CUDA before the launch.").format(
+            gpu_count=gpu_count, num_processes=num_processes))
     if num_processes > 1:
-        return LauncherBranch("multi_cpu", num_processes, False, f"no GPU: notebook_launcher forks {num_processes} "
-                              "CPU processes; they join with gloo (MULTI_CPU) only if each creates "
-                              "Accelerator(cpu=True).")
-    return LauncherBranch("single_process", 1, True, "num_processes=1: notebook_launcher calls the function once, "
-                          "in this notebook's own process.")
+        return LauncherBranch("multi_cpu", num_processes, False, tr(
+            "no GPU: notebook_launcher forks {num_processes} CPU processes; they join with gloo (MULTI_CPU) only if "
+            "each creates Accelerator(cpu=True).").format(num_processes=num_processes))
+    return LauncherBranch("single_process", 1, True, tr("num_processes=1: notebook_launcher calls the function once, "
+                                                        "in this notebook's own process."))
 
 
 def read_reports(report_dir: Path | str, expected: int, launcher_log: str = "") -> list[dict]:
@@ -291,8 +299,9 @@ def read_reports(report_dir: Path | str, expected: int, launcher_log: str = "") 
     """
     paths = sorted(Path(report_dir).glob("rank_*.json"))
     if len(paths) < expected:
-        raise LaunchError(f"{len(paths)} report(s) in {report_dir}, expected {expected}; end of the launcher's "
-                          f"log:\n{redact(launcher_log[-3000:]) or '(empty)'}")
+        raise LaunchError(tr("{found} report(s) in {report_dir}, expected {expected}; end of the launcher's "
+                             "log:\n{log}").format(found=len(paths), report_dir=report_dir, expected=expected,
+                                                   log=redact(launcher_log[-3000:]) or tr("(empty)")))
     return [json.loads(p.read_text()) for p in paths]
 
 
@@ -387,13 +396,15 @@ def write_rank_report(report_dir: Path | str, accelerator, losses: list[float], 
 def rank_lines(reports: Sequence[dict], num_epochs: int) -> str:
     """One line per process report: what it saw of the process group and of the data; then what the first
     report's evaluation gathered (`gather_for_metrics` and `gather` counts)."""
-    lines = [f"RANK={r['rank_env']} (pid {r['pid']}, parent "
-             f"{'this kernel' if r['parent_pid'] == os.getpid() else r['parent_pid']}): process "
-             f"{r['process_index']} of {r['num_processes']} ({r['distributed_type']}), "
-             f"{r['samples_per_epoch']} samples and {r['steps'] // num_epochs} steps per epoch" for r in reports]
+    line = tr("RANK={rank} (pid {pid}, parent {parent}): process {index} of {count} ({kind}), "
+              "{samples} samples and {steps} steps per epoch")
+    lines = [line.format(rank=r["rank_env"], pid=r["pid"],
+                         parent=tr("this kernel") if r["parent_pid"] == os.getpid() else r["parent_pid"],
+                         index=r["process_index"], count=r["num_processes"], kind=r["distributed_type"],
+                         samples=r["samples_per_epoch"], steps=r["steps"] // num_epochs) for r in reports]
     first = reports[0]
-    return "\n".join([*lines, f"evaluation: gather_for_metrics returned {first['gather_for_metrics']} samples, "
-                                f"gather {first['gather']}"])
+    return "\n".join([*lines, tr("evaluation: gather_for_metrics returned {gathered} samples, gather {gather}").format(
+        gathered=first["gather_for_metrics"], gather=first["gather"])])
 
 
 def branch_summary(branch: LauncherBranch) -> dict:

@@ -15,6 +15,8 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
 
+from .i18n import tr
+
 __all__ = ["paired_overhead", "describe", "endless", "one_side", "one_thread", "step_objects", "step_pairs",
            "plain_step_ms", "share_lines", "plot_overhead", "extra_functions", "trace_summary",
            "overhead_summary", "describe_all"]
@@ -81,15 +83,18 @@ def paired_overhead(pairs: Mapping[str, tuple[Callable[[], object], Callable[[],
 
 def describe(name: str, cost: dict) -> str:
     """One line for a `paired_overhead` entry; an unresolved one says so and gives its spread, not a number."""
-    spread = f"min {cost['min']:.1f}, max {cost['max']:.1f} over {cost['n']} trials, {cost['calls']} calls a side"
+    spread = tr("min {min:.1f}, max {max:.1f} over {n} trials, {calls} calls a side").format(
+        min=cost["min"], max=cost["max"], n=cost["n"], calls=cost["calls"])
     if cost["resolved"]:
-        return f"{name}: {cost['median']:+.1f} µs per step ({spread})"
-    return f"{name}: not resolved on this machine ({spread}: the spread includes zero)"
+        return tr("{name}: {median:+.1f} µs per step ({spread})").format(name=name, median=cost["median"],
+                                                                        spread=spread)
+    return tr("{name}: not resolved on this machine ({spread}: the spread includes zero)").format(name=name,
+                                                                                                 spread=spread)
 
 
 def describe_all(costs: dict) -> str:
     """`describe` for each line of a `paired_overhead` result, then for the whole step, one per line."""
-    every = {**costs["lines"], "whole step": costs["per_step"]}
+    every = {**costs["lines"], tr("whole step"): costs["per_step"]}
     return "\n".join(describe(name, cost) for name, cost in every.items())
 
 
@@ -188,9 +193,11 @@ def share_lines(plain_ms: Mapping[str, dict], share: Mapping[str, float], per_st
     or "not resolved on this machine" when the extra's spread includes zero."""
     lines = []
     for name, ms in plain_ms.items():
-        verdict = f"{share[name]:.1%} of it" if per_step["resolved"] else "not resolved on this machine"
-        lines.append(f"{name:12} plain step {ms['median']:6.3f} ms (min {ms['min']:.3f}, max {ms['max']:.3f}); "
-                     f"Accelerate's extra: {verdict}")
+        verdict = (tr("{share:.1%} of it").format(share=share[name]) if per_step["resolved"]
+                   else tr("not resolved on this machine"))
+        lines.append(tr("{name:12} plain step {median:6.3f} ms (min {min:.3f}, max {max:.3f}); "
+                        "Accelerate's extra: {verdict}").format(name=name, median=ms["median"], min=ms["min"],
+                                                                max=ms["max"], verdict=verdict))
     return "\n".join(lines)
 
 

@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .i18n import tr
+
 __all__ = [
     "PlatformInfo",
     "PlatformDirs",
@@ -119,12 +121,13 @@ def detect_platform(environ: dict[str, str] | None = None) -> PlatformInfo:
         batch = run_type.lower() == "batch"
         return PlatformInfo("kaggle", batch, not batch, f"KAGGLE_KERNEL_RUN_TYPE={run_type}")
     if not _in_kernel():
-        return PlatformInfo("script", False, False, "no IPython kernel")
+        return PlatformInfo("script", False, False, tr("no IPython kernel"))
     if "JPY_SESSION_NAME" in env or "VSCODE_PID" in env:
-        return PlatformInfo("jupyter", False, True, "kernel started by a Jupyter server or VS Code")
+        return PlatformInfo("jupyter", False, True, tr("kernel started by a Jupyter server or VS Code"))
     parent = _parent_command()
     hit = next((p for p in _HEADLESS_PARENTS if p in parent), None)
-    evidence = f"kernel started by {hit}" if hit else "kernel with no Jupyter server session"
+    evidence = (tr("kernel started by {parent}").format(parent=hit) if hit
+                else tr("kernel with no Jupyter server session"))
     return PlatformInfo("headless", False, False, evidence)
 
 
@@ -135,20 +138,20 @@ def platform_dirs(info: PlatformInfo) -> PlatformDirs:
     if info.name == "kaggle":
         return PlatformDirs(
             _KAGGLE_INPUT, _KAGGLE_WORKING, _KAGGLE_TEMP, True, KAGGLE_OUTPUT_BUDGET_BYTES,
-            "/kaggle/input is read-only; /kaggle/working is saved with a version (20 GB cap); "
-            "/kaggle/temp is lost when the session ends.",
+            tr("/kaggle/input is read-only; /kaggle/working is saved with a version (20 GB cap); "
+               "/kaggle/temp is lost when the session ends."),
         )
     if info.name == "colab":
         drive = _COLAB_DRIVE.is_dir()
         return PlatformDirs(
             _COLAB_CONTENT, _COLAB_DRIVE / "freegpu" if drive else _COLAB_CONTENT, Path(tempfile.gettempdir()),
             drive, None,
-            "Google Drive is mounted: outputs survive the runtime." if drive else
-            "/content is wiped when the runtime is recycled; mount Google Drive to keep outputs.",
+            tr("Google Drive is mounted: outputs survive the runtime.") if drive else
+            tr("/content is wiped when the runtime is recycled; mount Google Drive to keep outputs."),
         )
     cwd = Path.cwd()
     return PlatformDirs(cwd, cwd / "outputs", Path(tempfile.gettempdir()), True, None,
-                        "Local disk: outputs stay until you delete them.")
+                        tr("Local disk: outputs stay until you delete them."))
 
 
 def shown_path(path: Path | str, info: PlatformInfo) -> str:
@@ -171,15 +174,18 @@ def describe_dirs(info: PlatformInfo, dirs: PlatformDirs, out: Path | str) -> st
     outputs go when `output_dir` is empty; a run given another `output_dir` says so, not implying it writes there.
     Paths are printed with `shown_path`.
     """
-    inputs = str(dirs.input_dir) if info.hosted else "none (local)"
+    inputs = str(dirs.input_dir) if info.hosted else tr("none (local)")
     out = Path(out).resolve()
     inside = out.is_relative_to(dirs.working_dir.resolve())
     where = shown_path(out, info)
-    writes = (f"this run writes to: {where} (inside the working folder)" if inside else
-              f"this run writes to: {where} (output_dir was given; the working folder is not used)")
-    return (f"inputs: {inputs}\nworking folder (outputs when output_dir is empty): "
-            f"{shown_path(dirs.working_dir, info)}  (kept after the session: {dirs.working_persists})\n"
-            f"scratch: {shown_path(dirs.scratch_dir, info)}\n{writes}")
+    writes = (tr("this run writes to: {where} (inside the working folder)") if inside else
+              tr("this run writes to: {where} (output_dir was given; the working folder is not used)")).format(
+        where=where)
+    return tr("inputs: {inputs}\nworking folder (outputs when output_dir is empty): "
+              "{working}  (kept after the session: {persists})\n"
+              "scratch: {scratch}\n{writes}").format(inputs=inputs, working=shown_path(dirs.working_dir, info),
+                                                     persists=dirs.working_persists,
+                                                     scratch=shown_path(dirs.scratch_dir, info), writes=writes)
 
 
 def hosted_locations() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
