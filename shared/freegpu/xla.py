@@ -11,6 +11,8 @@ import importlib.util
 import os
 import warnings
 
+from .i18n import tr
+
 __all__ = ["is_installed", "xla_status", "metric_count", "old_name_warnings", "compiles_per_step"]
 
 
@@ -27,13 +29,15 @@ def xla_status() -> tuple[bool, str]:
     are read in the notebook with `torch_xla.debug.metrics.metric_data`.
     """
     if not is_installed():
-        return False, ("torch_xla is not installed in this environment. It pairs with one torch release "
-                       "(torch_xla 2.9.0 with torch 2.9.0): use a TPU runtime on Colab/Kaggle, or `make test-xla`.")
+        return False, tr("torch_xla is not installed in this environment. It pairs with one torch release "
+                         "(torch_xla 2.9.0 with torch 2.9.0): use a TPU runtime on Colab/Kaggle, or `make "
+                         "test-xla`.")
     version = importlib.metadata.version("torch_xla")
     device = os.environ.get("PJRT_DEVICE")
     if not device:
-        return False, f"torch_xla {version} is installed, but PJRT_DEVICE is not set (TPU, CPU or CUDA)"
-    return True, f"torch_xla {version} with PJRT_DEVICE={device}"
+        return False, tr("torch_xla {version} is installed, but PJRT_DEVICE is not set (TPU, CPU or CUDA)").format(
+            version=version)
+    return True, tr("torch_xla {version} with PJRT_DEVICE={device}").format(version=version, device=device)
 
 
 def metric_count(name: str) -> int:
@@ -58,16 +62,17 @@ def old_name_warnings() -> list[str]:
     return sorted({str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)})
 
 
-def compiles_per_step(make_model, batches, device, lr: float = 3e-3) -> list[int]:
-    """Train `make_model()` with AdamW on `batches` (inputs, targets; targets -100 are ignored), one
-    `torch_xla.sync()` per step; return this process's compile count after each step, counted from the start
-    (notebook 04's step 4: a new batch shape is a new compile)."""
+def compiles_per_step(make_model, batches, device, optimizer_class=None, lr: float = 3e-3) -> list[int]:
+    """Train `make_model()` with `optimizer_class` (AdamW if None) on `batches` (inputs, targets; targets -100 are
+    ignored), one `torch_xla.sync()` per step; return this process's compile count after each step, counted from
+    the start (notebook 04's step 4: a new batch shape is a new compile; AdamW's state, created in the first step,
+    changes the second step's graph once, SGD keeps none)."""
     import torch
     import torch.nn.functional as F
     import torch_xla
 
     model = make_model()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    optimizer = (optimizer_class or torch.optim.AdamW)(model.parameters(), lr=lr)
     counts, start = [], metric_count("CompileTime")
     for inputs, targets in batches:
         optimizer.zero_grad()
