@@ -36,6 +36,8 @@ def test_04_on_xla(executed, course_out):
     assert results["compiles_varying_shapes"] == varying[-1] >= 3
     assert results["compiles_fixed_shapes"] == fixed[-1] <= 2 and fixed[-1] < varying[-1]
     assert fixed[1:] == [fixed[1]] * len(fixed[1:])  # no new compile after the second step
+    sgd = results["compiles_sgd_per_step"]  # SGD keeps no state: the second step compiles nothing new
+    assert sgd == [sgd[0]] * len(sgd) and sgd[0] >= 1 and (fixed[-1] == 1 or sgd[-1] < fixed[-1])
     assert results["item_transfers"] >= 5
     assert results["accelerate_distributed_type"] == "XLA"
     # The metrics sentence of step 3's loop: compiles, reused programs and the one .item() transfer, counted.

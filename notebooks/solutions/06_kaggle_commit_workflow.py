@@ -27,12 +27,15 @@ plain_train = train.replace("train_resumable.py", "train_plain.py")
 run_together(out, env, [(f"{plain_train} --output_dir plain_whole", None),
                         (f"{plain_train} --output_dir plain_killed --step_sleep_s 0.02",
                          kill_at("step", kill_at_step))])
-run_script(f"{plain_train} --output_dir plain_killed --resume_from", out, env)
+plain_resumed, _ = run_script(f"{plain_train} --output_dir plain_killed --resume_from", out, env)
+plain_from = next(r["checkpoint"] for r in plain_resumed if r["event"] == "resumed")
 plain_diff = max_weight_diff(out / "plain_whole", out / "plain_killed")
+# The kill and checkpoint of step 2, where the weights matched exactly: only the sampler differs.
+assert plain_from == resumed_from and resume_diff == 0.0, (plain_from, resumed_from, resume_diff)
 assert plain_diff > 0, "without the seedable sampler the resumed run should see other batches"
-print(f"Without use_seedable_sampler, the killed-and-resumed run ends {plain_diff:.3g} away from "
-      "an unbroken run of the same script: after load_state, the rest of the epoch is shuffled "
-      "anew, so the resumed steps see other batches.")
+print(f"Without use_seedable_sampler, the run resumed from {plain_from} as in step 2, but ends "
+      f"{plain_diff:.3g} away from an unbroken run of the same script: after load_state, the "
+      "rest of the epoch is shuffled anew, so the resumed steps see other batches.")
 
 # %% Exercise 3
 tight = rehearsal_dirs(kaggle_batch, out / "exercise_3")
