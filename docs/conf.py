@@ -49,6 +49,19 @@ html_theme_options = {
 }
 
 
+if language.startswith("zh"):
+    # Sphinx 9.0.4's Chinese search writes `window.Stemmer = ChineseStemmer;`, a class that does not exist (it
+    # uses the English stemmer), so search.html fails with "ChineseStemmer is not defined" (sphinx-doc/sphinx
+    # #14229, fixed upstream by #14416: name the class after the stemmer file). The same fix, until a release has it.
+    from sphinx.search import languages
+    from sphinx.search.zh import SearchChinese
+
+    class SearchChineseEnglishStemmer(SearchChinese):
+        language_name = "English"  # only names the JavaScript stemmer class: jieba still cuts the words
+
+    if SearchChinese.js_stemmer_rawcode == "english-stemmer.js":
+        languages["zh"] = SearchChineseEnglishStemmer
+
 # The other editions: {"zh": [its page names]} on the English site, {"en": [...]} on the Chinese one (site/zh/).
 EDITIONS = COURSE.get("editions", {})
 SWITCH_LABELS = {"en": "English", "zh": "中文"}
