@@ -304,7 +304,8 @@ def _notebook_section(out_root: Path, name: str, title: str, runs: list[dict], s
             lines += ["", t("The {lane} run failed:").format(lane=head), "", "````text", run["error"], "````"]
         versions = measured((values or {}).get("versions"))
         if versions:
-            lines += ["", t("Versions ({lane}):").format(lane=head) + " " + escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "."]
+            listed = escape(", ".join(f"{k} {v}" for k, v in versions.items()))
+            lines += ["", t("Versions ({lane}):").format(lane=head) + " " + listed + "."]
         for plot in _plots(out_root, run, src):
             caption = t("`{file}`, saved by the {lane} run").format(file=Path(plot).name, lane=head)
             lines += ["", f"```{{figure}} {plot}", ":width: 90%", "", caption, "```"]
@@ -413,7 +414,8 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT, language: str = "en
     toctree = ["```{toctree}", ":caption: " + t("Notebooks"), ":hidden:", "",
                *(pages[name].docname for name in sorted(pages) if name not in starters), "measurements", "```"]
     if starters:
-        toctree += ["", "```{toctree}", ":caption: " + t("Starters"), ":hidden:", "", *(pages[n].docname for n in starters),
+        toctree += ["", "```{toctree}", ":caption: " + t("Starters"), ":hidden:", "",
+                    *(pages[n].docname for n in starters),
                     "```"]
     guides = sorted(p.stem for p in docs.glob("*.md") if p.stem != "index")  # troubleshooting, glossary, ...
     if guides:

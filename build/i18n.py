@@ -438,7 +438,8 @@ def zh_notebook(name: str, nb=None):
             if "badges" in tags:
                 cell.source = sync.badges_source(f"{LANGUAGE}/{name}", settings)
             elif cell.cell_type == "markdown":
-                cell.source = "\n".join(translate(block) if ok else block for block, ok in markdown_blocks(cell.source))
+                blocks = markdown_blocks(cell.source)
+                cell.source = "\n".join(translate(block) if ok else block for block, ok in blocks)
             elif cell.cell_type == "code":
                 cell.source = translate_code(cell.source, translate)
                 if parameters_at is not None and index == parameters_at + 1:

@@ -84,7 +84,8 @@ def add_language_switch(app, pagename, templatename, context, doctree) -> None:
     for edition in EDITIONS:
         context["header_buttons"].append({
             "type": "link", "text": SWITCH_LABELS.get(edition, edition),
-            "tooltip": SWITCH_LABELS.get(edition, edition), "icon": "fas fa-language", "label": f"language-{edition}", "url": edition_link(pagename, edition)})
+            "tooltip": SWITCH_LABELS.get(edition, edition), "icon": "fas fa-language",
+            "label": f"language-{edition}", "url": edition_link(pagename, edition)})
 
 
 def add_launch_buttons(app, pagename, templatename, context, doctree) -> None:

@@ -47,14 +47,15 @@ def test_translated_code_is_the_same_code():
               'print(f"{value} steps, loss {value / 7:.3f}\\n"\n'
               '      f"next line {\'quoted\'}")  # explain\n'
               'print("it\'s plain")\n')
-    table = {"{value} steps, loss {value / 7:.3f}\nnext line {'quoted'}": "{value} 步，损失 {value / 7:.3f}\n下一行 {'quoted'}",
+    table = {"{value} steps, loss {value / 7:.3f}\nnext line {'quoted'}":
+             "{value} 步，损失 {value / 7:.3f}\n下一行 {'quoted'}",
              "explain": "解释", "it's plain": "普通的\"字符串\""}
     zh = i18n.translate_code(source, lambda text: table.get(text, text))
     assert "# 解释" in zh and 'value = 3' in zh
     printed = {}
     for code, key in ((source, "en"), (zh, "zh")):
-        lines = []
-        exec(compile(code, key, "exec"), {"print": lambda *a: lines.append(" ".join(map(str, a)))})
+        lines: list[str] = []
+        exec(compile(code, key, "exec"), {"print": lambda *a, out=lines: out.append(" ".join(map(str, a)))})
         printed[key] = lines
     assert printed["en"] == ["3 steps, loss 0.429\nnext line quoted", "it's plain"]
     assert printed["zh"] == ["3 步，损失 0.429\n下一行 quoted", '普通的"字符串"']
@@ -200,16 +201,19 @@ def comparable(en, zh, path: str, volatile: bool = False) -> list[str]:
     if isinstance(en, list) and isinstance(zh, list):
         if len(en) != len(zh) and not volatile:
             return [f"{path}: {len(en)} items against {len(zh)}"]
-        return [d for i, (x, y) in enumerate(zip(en, zh)) for d in comparable(x, y, f"{path}[{i}]", volatile)]
+        pairs = enumerate(zip(en, zh, strict=False))
+        return [d for i, (x, y) in pairs for d in comparable(x, y, f"{path}[{i}]", volatile)]
     if isinstance(en, str) or isinstance(zh, str) or volatile:
-        return [] if type(en) is type(zh) or None in (en, zh) else [f"{path}: {type(en).__name__} -> {type(zh).__name__}"]
+        same = type(en) is type(zh) or None in (en, zh)
+        return [] if same else [f"{path}: {type(en).__name__} -> {type(zh).__name__}"]
     if isinstance(en, float) and isinstance(zh, float) and math.isnan(en) and math.isnan(zh):
         return []
     return [] if en == zh else [f"{path}: {en!r} -> {zh!r}"]
 
 
 def test_comparable_sees_a_changed_value_but_not_text_or_clocks():
-    assert comparable({"loss": 0.5, "note": "a", "step_ms": 3.0}, {"loss": 0.5, "note": "乙", "step_ms": 4.0}, "r") == []
+    en, zh = {"loss": 0.5, "note": "a", "step_ms": 3.0}, {"loss": 0.5, "note": "乙", "step_ms": 4.0}
+    assert comparable(en, zh, "r") == []
     assert comparable({"loss": 0.5}, {"loss": 0.6}, "r") == ["r.loss: 0.5 -> 0.6"]
     assert comparable({"loss": 0.5}, {"accuracy": 0.5}, "r")
 
