@@ -179,8 +179,9 @@ def _call_name(call: ast.Call) -> str:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
 
 
-def text_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every translatable string node of `tree`: print's arguments, a raised error's message, a `help=`."""
+def text_nodes(tree: ast.AST, english: bool = True) -> list[ast.AST]:
+    """Every translatable string node of `tree`: print's arguments, a raised error's message, a `help=`.
+    With `english` (the default), only those with English words; else all the string nodes in those places."""
     found: list[ast.AST] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -191,7 +192,7 @@ def text_nodes(tree: ast.AST) -> list[ast.AST]:
             for keyword in node.keywords:
                 if keyword.arg == "help":
                     found.extend(_texts_under(keyword.value))
-    return [node for node in found if translatable(_template(node))]
+    return [node for node in found if not english or translatable(_template(node))]
 
 
 def _raised(call: ast.Call, tree: ast.AST) -> bool:
@@ -246,6 +247,31 @@ def f_string_literal(template: str, fields: list[str], quote_hint: str = '"') ->
     return f"f{quote}{body}{quote}"
 
 
+def split_template(template: str, fields: list[str], parts: int) -> list[str]:
+    """`template` cut into at most `parts` pieces of about equal length, never inside a {...} field or a {{ }}."""
+    if parts <= 1 or len(template) < 2 * parts:
+        return [template]
+    spans = [m.span() for field in set(fields) for m in re.finditer(re.escape(field), template)]
+    spans += [m.span() for m in re.finditer(r"\{\{|\}\}", template)]
+    allowed = [i for i in range(1, len(template)) if not any(a < i < b for a, b in spans)]
+    cuts = []
+    for k in range(1, parts):
+        want = round(k * len(template) / parts)
+        best = min((i for i in allowed if not cuts or i > cuts[-1]), key=lambda i: abs(i - want), default=None)
+        if best is not None:
+            cuts.append(best)
+    bounds = [0, *cuts, len(template)]
+    return [template[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if a < b]
+
+
+def _literal(piece: str, formatted: bool) -> str:
+    """Python source of one piece: an f-string where it holds a field, else a plain string."""
+    fields = FIELD.findall(piece.replace("{{", "").replace("}}", ""))
+    if formatted and fields:
+        return f_string_literal(piece, FIELD.findall(piece))
+    return repr(piece.replace("{{", "{").replace("}}", "}") if formatted else piece)
+
+
 def translate_code(source: str, translate: Callable[[str], str]) -> str:
     """The code cell with every unit replaced by `translate(unit)`; the code itself unchanged."""
     if not is_python(source):
@@ -262,11 +288,12 @@ def translate_code(source: str, translate: Callable[[str], str]) -> str:
             continue
         if sorted(FIELD.findall(english)) != sorted(FIELD.findall(chinese)):
             raise TranslationError(f"the translation of {english!r} changes its {{...}} fields: {chinese!r}")
-        if isinstance(node, ast.Constant):
-            literal = repr(chinese)
-        else:
-            literal = f_string_literal(chinese, FIELD.findall(english))
-        parsed = ast.parse(literal, mode="eval").body
+        rows = node.end_lineno - node.lineno + 1  # a string written over several lines keeps as many
+        pieces = split_template(chinese, FIELD.findall(english), rows)
+        literals = [_literal(piece, isinstance(node, ast.JoinedStr)) for piece in pieces]
+        indents = [re.match(r"\s*", lines[row - 1]).group() for row in range(node.lineno + 1, node.end_lineno + 1)]
+        literal = literals[0] + "".join(f"\n{indent}{lit}" for indent, lit in zip(indents, literals[1:], strict=False))
+        parsed = ast.parse(f"({literal})", mode="eval").body
         if not _is_text(parsed) or _template(parsed) != chinese:
             raise TranslationError(f"the translation of {english!r} does not make a string literal: {literal}")
         start = (node.lineno, _char_col(lines[node.lineno - 1], node.col_offset))
@@ -372,7 +399,7 @@ def update(names: list[str]) -> None:
             pot_path = Path(tmp) / f"{name}.pot"
             pot.save(str(pot_path))
             subprocess.run([msgmerge, "--quiet", "--update", "--backup=none", "--previous", "--no-wrap",
-                            "--sort-by-file", str(path), str(pot_path)], check=True)
+                            str(path), str(pot_path)], check=True)
         merged = polib.pofile(str(path), wrapwidth=0)  # msgmerge keeps obsolete entries (#~): drop them
         for entry in merged.obsolete_entries():
             merged.remove(entry)
