@@ -248,5 +248,8 @@ def test_zh_run_prints_chinese(name, executed_zh):
     printed = [o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                if o.get("output_type") == "stream"]
     assert any(CJK.search(text) for text in printed), f"{name}: no Chinese in what the zh notebook printed"
+    # Plots keep their axis text English (Colab's matplotlib has no CJK font): no glyph went missing drawing them.
+    missing = [line for text in printed for line in text.splitlines() if "missing from font" in line]
+    assert not missing, f"{name}: a plot drew text its font lacks: {missing[:3]}"
     assert json.dumps(nb.metadata.get("freegpu", {})) == json.dumps({"language": "zh",
                                                                        "source": f"notebooks/{name}.ipynb"})
