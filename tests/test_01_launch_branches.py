@@ -42,7 +42,8 @@ def test_branch_descriptions_say_what_happens():
     assert "ignores num_processes=2" in colab.description and "own process" in colab.description
     assert "one GPU" in launcher_branch(2, 1, environ={}, shell=COLAB_SHELL).description
     assert "cpu=True" in launcher_branch(2, 0, environ={}, shell="").description
-    assert "NCCL" in launcher_branch(2, 2, environ={"KAGGLE_X": "1"}, shell="").description
+    description = launcher_branch(2, 2, environ={"KAGGLE_X": "1"}, shell="").description
+    assert "NCCL" in description and "not touched CUDA" in description
     assert launcher_branch(1, 0, environ={}, shell="").name == "single_process"
 
 
