@@ -5,7 +5,9 @@ The English notebooks are the source. `locale/zh/<name>.po` holds the Chinese of
 
 - a markdown cell, block by block (blocks are separated by blank lines; fenced code is kept as it is);
 - in a code cell, every comment, every string a learner reads: the arguments of `print(...)`, the message of
-  `raise SomeError(...)`, an argparse `help=`. An f-string is one unit, its `{...}` fields written as in the code.
+  `raise SomeError(...)`, an argparse `help=`. An f-string is one unit, its `{...}` fields written as in the code;
+- the same units of the notebook's worked solutions (`notebooks/solutions/<name>.py`): a zh notebook's executed
+  copy gets them translated (build/solutions.py `prepare`), so its solution cells comment and print in Chinese.
 
 `notebooks/zh/<name>.ipynb` is the English notebook with each unit replaced by its translation, the badges
 pointing at the zh notebook, and its check cell calling `check_parameters(NOTEBOOK, globals(), language="zh")`
@@ -47,6 +49,7 @@ NOTEBOOKS = ROOT / "notebooks"
 LANGUAGE = "zh"
 LOCALE = ROOT / "locale" / LANGUAGE
 ZH_NOTEBOOKS = NOTEBOOKS / LANGUAGE
+SOLUTIONS = NOTEBOOKS / "solutions"  # the worked solutions (build/solutions.py): their units join the notebook's
 PACKAGE = ROOT / "shared" / "freegpu"
 PACKAGE_CATALOG = PACKAGE / "locale" / f"{LANGUAGE}.po"  # what freegpu prints: its own catalog (freegpu.i18n)
 PACKAGE_NAME = "freegpu"
@@ -330,6 +333,22 @@ def units(nb) -> list[Unit]:
     return found
 
 
+def solution_units(name: str) -> list[tuple[int, str, str]]:
+    """(exercise number, kind, text) of every unit of the notebook's worked solutions, in order (none without a
+    solutions file)."""
+    path = SOLUTIONS / f"{name}.py"
+    if not path.is_file():
+        return []
+    blocks = _build_module("solutions").load_solutions(path)
+    return [(number, kind, text) for number, block in enumerate(blocks, 1) for kind, text in code_units(block)]
+
+
+def zh_solutions(name: str, blocks: list[str]) -> list[str]:
+    """The solution blocks of `name` with their comments and printed strings translated (the code unchanged)."""
+    known = current(load_catalog(name))
+    return [translate_code(block, lambda text: known.get(text, text)) for block in blocks]
+
+
 def catalog_path(name: str) -> Path:
     return MESSAGE_CATALOGS[name][1] if name in MESSAGE_CATALOGS else LOCALE / f"{name}.po"
 
@@ -370,6 +389,8 @@ def template_catalog(name: str, nb=None) -> polib.POFile:
         found = [("message", file, line, text) for file, line, text in package_messages(name)]
     else:
         found = [(unit.kind, f"{name}.ipynb", f"cell{unit.cell}", unit.text) for unit in units(nb)]
+        found += [(kind, f"solutions/{name}.py", f"exercise{number}", text)
+                  for number, kind, text in solution_units(name)]
     for kind, file, where, text in found:
         entry = seen.get(text)
         if entry is None:
@@ -418,6 +439,8 @@ def problems(name: str, nb=None, catalog: polib.POFile | None = None) -> list[st
     else:
         nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4) if nb is None else nb
         found_units = [(f"{name} cell {u.cell} ({u.kind})", u.kind, u.text) for u in units(nb)]
+        found_units += [(f"{name} exercise {number} solution ({kind})", kind, text)
+                        for number, kind, text in solution_units(name)]
     found = []
     for where, kind, text in found_units:
         unit = Unit(0, kind, text)
@@ -449,7 +472,7 @@ def rule_breaks(kind: str, english: str, chinese: str) -> list[str]:
 
 def zh_notebook(name: str, nb=None):
     """The zh notebook of `name`: the English one, translated unit by unit (an untranslated unit stays English)."""
-    sync = _sync_module()
+    sync = _build_module("sync_notebooks")
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4) if nb is None else nb
     known = current(load_catalog(name))
 
@@ -478,11 +501,15 @@ def zh_notebook(name: str, nb=None):
     return zh
 
 
-def _sync_module():
+def _build_module(name: str):
+    """build/<name>.py as module `build_<name>` (build/ is not a package), loaded once."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("sync_notebooks", Path(__file__).with_name("sync_notebooks.py"))
+    if f"build_{name}" in sys.modules:
+        return sys.modules[f"build_{name}"]
+    spec = importlib.util.spec_from_file_location(f"build_{name}", Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 

@@ -17,7 +17,9 @@ with the `## Exercises` heading is split into the text before the list (the head
 exercise its list item (numbered as in the list: CommonMark starts a list at its first item's number) followed
 by a code cell with its solution (tags `solution` and `hide-cell`, metadata `exercise: N`; the site shows it
 collapsed under a "Show the worked solution" toggle), then what follows the list (`## Next`) as its own cell.
-The committed notebook never holds a solution; only the executed one (build/out/executed/) does.
+The committed notebook never holds a solution; only the executed one (build/out/executed/) does. A zh notebook
+(notebooks/zh/) runs the same blocks with their comments and printed strings translated from its catalog
+(build/i18n.py `zh_solutions`).
 """
 
 from __future__ import annotations
@@ -183,4 +185,20 @@ def prepare(notebook: Path):
     if not path.is_file():
         return None
     nb = nbformat.read(notebook, as_version=4)
-    return with_solutions(nb, load_solutions(path), where=str(path))
+    sources = load_solutions(path)
+    if notebook.parent.name == "zh":  # the Chinese edition: comments and prints from the notebook's catalog
+        sources = _i18n().zh_solutions(notebook.stem, sources)
+    return with_solutions(nb, sources, where=str(path))
+
+
+def _i18n():
+    """build/i18n.py as module `build_i18n` (imported only for a zh notebook: it needs polib), loaded once."""
+    import importlib.util
+    import sys
+
+    if "build_i18n" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("build_i18n", Path(__file__).with_name("i18n.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["build_i18n"]

@@ -172,6 +172,34 @@ def _comment_rows(source: str) -> list[int]:
 
 
 @pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_zh_solutions_are_the_english_solutions_in_chinese(name):
+    """The worked solutions a zh notebook runs: the English blocks with only comments and printed strings changed,
+    every one of their units in the catalog, and Chinese where the English has words."""
+    path = i18n.SOLUTIONS / f"{name}.py"
+    blocks = i18n._build_module("solutions").load_solutions(path)
+    zh = i18n.zh_solutions(name, blocks)
+    assert len(zh) == len(blocks)
+    for number, (a, b) in enumerate(zip(blocks, zh, strict=True), 1):
+        assert _normalised(a) == _normalised(b), f"{name} exercise {number}: the solution's code differs"
+        assert _comment_rows(a) == _comment_rows(b), f"{name} exercise {number}: comments moved"
+        if i18n.code_units(a):
+            assert CJK.search(b), f"{name} exercise {number}: nothing of the solution is in Chinese"
+    units = i18n.solution_units(name)
+    assert units, f"{name}: its solutions have no comment or printed sentence to translate"
+    known = i18n.current(i18n.load_catalog(name))
+    assert all(text in known for _, _, text in units)
+
+
+def test_a_changed_solution_is_named_as_stale(tmp_path, monkeypatch):
+    name = NOTEBOOK_NAMES[1]
+    source = (i18n.SOLUTIONS / f"{name}.py").read_text()
+    (tmp_path / f"{name}.py").write_text(source.replace("# %% Exercise 2\n", "# %% Exercise 2\n# A new line.\n", 1))
+    monkeypatch.setattr(i18n, "SOLUTIONS", tmp_path)
+    found = i18n.problems(name)
+    assert found == [f"{name} exercise 2 solution (comment): no translation of 'A new line.'"], found
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_zh_code_is_the_english_code(name):
     """Cell by cell: same kinds, tags and shell lines; code the same syntax tree once the learner's strings are
     blanked; comments in the same places; the one other change is `language="zh"` in the check cell. Markdown is
@@ -248,6 +276,8 @@ def test_zh_run_prints_chinese(name, executed_zh):
     printed = [o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                if o.get("output_type") == "stream"]
     assert any(CJK.search(text) for text in printed), f"{name}: no Chinese in what the zh notebook printed"
+    solved = [c.source for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    assert solved and any(CJK.search(source) for source in solved), f"{name}: its worked solutions ran in English"
     # Plots keep their axis text English (Colab's matplotlib has no CJK font): no glyph went missing drawing them.
     missing = [line for text in printed for line in text.splitlines() if "missing from font" in line]
     assert not missing, f"{name}: a plot drew text its font lacks: {missing[:3]}"
