@@ -2,7 +2,7 @@
 # The build runs them after the notebook, in its kernel.
 
 # %% Exercise 1
-# The extra is one number (per_step); each share divides it by that size's plain step time.
+# The extra is one number (per_step). Each model's share divides it by that model's plain step time.
 fastest = min(plain_ms_per_step, key=lambda name: plain_ms_per_step[name]["median"])
 largest = max(share, key=lambda name: abs(share[name]))
 gpu_step_share = per_step["median"] / (1e3 * 100)  # the same extra over a 100 ms GPU step

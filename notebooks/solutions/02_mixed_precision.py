@@ -29,7 +29,8 @@ narrow_ratio = saved["activation_bytes_ratio"]  # step 5, at the notebook's widt
 toward = "1" if wide_ratio > narrow_ratio else "0.5"
 assert 0 < wide_ratio < 1 and fp32_kept > 0, "some saved tensors stay fp32 at any width"
 print(f"width 128: {mode}/fp32 = {wide_ratio:.3f} (width {width}: {narrow_ratio:.3f}), "
-      f"so it moves towards {toward}; {fp32_kept} bytes stay fp32 (layer norms, softmax, loss)")
+      f"so the ratio moves towards {toward}; "
+      f"{fp32_kept} bytes stay fp32 (layer norms, softmax, loss)")
 
 # %% Exercise 3
 _, bf16_grad = weight_grad(1.0, dtype=torch.bfloat16)

@@ -6,14 +6,16 @@ longer = lab.activation_bytes(build(4 * num_rows), batch_size, 4 * num_rows)
 growth = longer / by_batch[batch_size]
 assert growth >= 3.9, f"four times the tokens should keep about four times as much, got x{growth}"
 print(f"{4 * num_rows} tokens keep {longer / 2**20:.1f} MiB of activations: x{growth:.2f} of "
-      f"{num_rows} tokens. Weights, gradients and AdamW state barely move (the position table).")
+      f"{num_rows} tokens. Weights, gradients and AdamW state barely move "
+      f"(only the position table grows).")
 
 # %% Exercise 2
 applied, left = memory.hand_rolled_epochs(build, epoch_loader, 8, learning_rate)
 per_epoch = len(epoch_loader)
 assert applied == [8, 8 + per_epoch % 8] and left == per_epoch % 8, (applied, left)
-print(f"k=8 on {per_epoch} micro-batches an epoch: the steps applied {applied} micro-batches, "
-      f"{left} were never applied. Epoch 1's leftover spilled into epoch 2's first step.")
+print(f"k=8, {per_epoch} micro-batches an epoch: the optimizer steps took {applied} micro-batches, "
+      f"and the last {left} were never applied. "
+      f"Epoch 1's leftover spilled into epoch 2's first step.")
 
 # %% Exercise 3
 from accelerate.utils import find_executable_batch_size

@@ -57,8 +57,8 @@ from freegpu.launch import launcher_branch
 
 branch = launcher_branch(2, gpu_count=2, environ={"KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
 eval_batches = BatchSampler(SequentialSampler(range(len(eval_tokenized))), batch_size, False)
-# BatchSamplerShard is how prepare splits the batches between processes: rank r takes batches
-# r, r + 2, ..., and the shorter share repeats a few samples so that both get as many batches.
+# BatchSamplerShard splits the batches between processes: rank r takes batches r, r + 2, r + 4, ...
+# The shorter share repeats a few samples, so both processes get as many batches.
 shards = [BatchSamplerShard(eval_batches, 2, rank) for rank in range(2)]
 per_process = [sum(len(batch) for batch in shard) for shard in shards]
 assert branch.name == "multi_gpu" and branch.processes == 2, branch
