@@ -166,6 +166,7 @@ def _run_note(page: Page, results: dict | None, other: Page | None) -> str:
 
 
 QUOTED_PATH = re.compile(r"""(["'])(/[^"'\n]*)\1""")
+WRITTEN = re.compile(r"^((?:Over)?[Ww]riting )(/.*)$", re.M)  # what %%writefile prints: "Writing /abs/train.py"
 
 
 def relative_path(text: str, roots: tuple[Path, ...]) -> str:
@@ -180,7 +181,8 @@ def relative_path(text: str, roots: tuple[Path, ...]) -> str:
 
 def strip_build_paths(nb, roots: tuple[Path, ...]) -> None:
     """Drop papermill's absolute input/output paths from the metadata, and write the build machine's absolute paths
-    (under the repository or the build folder) in its parameters and injected-parameters cell as relative ones."""
+    (under the repository or the build folder) in its parameters, its injected-parameters cell and what a
+    `%%writefile` cell printed as relative ones."""
     papermill = nb.metadata.get("papermill")
     if papermill:
         papermill.pop("input_path", None)
@@ -190,6 +192,10 @@ def strip_build_paths(nb, roots: tuple[Path, ...]) -> None:
     for cell in nb.cells:
         if "injected-parameters" in cell.metadata.get("tags", []):
             cell.source = QUOTED_PATH.sub(lambda m: m[1] + relative_path(m[2], roots) + m[1], cell.source)
+        if cell.cell_type == "code" and cell.source.startswith("%%writefile"):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "stream":
+                    output.text = WRITTEN.sub(lambda m: m[1] + relative_path(m[2], roots), output.text)
 
 
 def stage_notebook(page: Page, dest: Path, links: dict[str, str], numbers: set[str], note: str,

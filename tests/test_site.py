@@ -243,6 +243,9 @@ def test_staged_notebooks_keep_no_absolute_build_paths(tmp_path):
                      'data = "/opt/elsewhere/x.csv"\nseed = 3\n')
     injected.metadata["tags"] = ["injected-parameters"]
     nb.cells.insert(1, injected)
+    written = nbformat.v4.new_output("stream", name="stdout", text=f"Writing {out}/results/01_words/train.py\n")
+    script = _code("%%writefile {output_dir}/train.py\nprint('hi')\n", written)
+    nb.cells.insert(2, script)
     nbformat.write(nb, executed)
     for repo_root, prefix in ((tmp_path, "out/"), (tmp_path / "elsewhere", "")):  # the build folder outside the repo
         src = tmp_path / "staged"
@@ -254,6 +257,8 @@ def test_staged_notebooks_keep_no_absolute_build_paths(tmp_path):
         assert cell.source == (f'# Parameters\noutput_dir = "{prefix}results/01_words"\n'
                                f"cache = '{prefix.rstrip('/') or '.'}'\n"
                                'data = "/opt/elsewhere/x.csv"\nseed = 3\n')
+        script = next(c for c in staged.cells if c.source.startswith("%%writefile"))
+        assert script.outputs[0].text == f"Writing {prefix}results/01_words/train.py\n"
         assert str(tmp_path) not in (src / "notebooks/01_words.ipynb").read_text()
 
 
