@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .i18n import tr
 from .platform import kaggle_dataset_dir
 
 __all__ = ["slugify", "kernel_metadata", "validate_kernel_metadata", "course_extras",
@@ -58,8 +59,8 @@ def kernel_metadata(owner: str, title: str, code_file: str, *, accelerator: str 
 
 def _source_problems(field: str, sources: Any) -> list[str]:
     if not isinstance(sources, list):
-        return [f"{field} must be a list"]
-    return [f"{field}: {s!r} is not owner/slug[/version]" for s in sources
+        return [tr("{field} must be a list").format(field=field)]
+    return [tr("{field}: {source!r} is not owner/slug[/version]").format(field=field, source=s) for s in sources
             if not isinstance(s, str) or not 2 <= len(s.split("/")) <= 3 or not all(s.split("/")[:2])]
 
 
@@ -72,38 +73,40 @@ def validate_kernel_metadata(meta: dict[str, Any], folder: Path | None = None) -
     problems = []
     title, kernel_id, code_file = meta.get("title") or "", meta.get("id") or "", meta.get("code_file") or ""
     if len(title) < 5:
-        problems.append("title must be at least five characters")
+        problems.append(tr("title must be at least five characters"))
     if not code_file:
-        problems.append("code_file is missing")
+        problems.append(tr("code_file is missing"))
     elif folder is not None and not (Path(folder) / code_file).is_file():
-        problems.append(f"code_file {code_file!r} is not in {folder}")
+        problems.append(tr("code_file {code_file!r} is not in {folder}").format(code_file=code_file, folder=folder))
     parts = kernel_id.split("/")
     if len(parts) != 2 or not all(parts):
-        problems.append(f"id {kernel_id!r} must be owner/slug, without a version")
+        problems.append(tr("id {kernel_id!r} must be owner/slug, without a version").format(kernel_id=kernel_id))
     elif not _SLUG.fullmatch(parts[1]) or parts[1] != slugify(title):
-        problems.append(f"id slug {parts[1]!r} must be the slug of the title, {slugify(title)!r}")
+        problems.append(tr("id slug {slug!r} must be the slug of the title, {title_slug!r}").format(
+            slug=parts[1], title_slug=slugify(title)))
     if meta.get("language") not in ("python", "r", "rmarkdown"):
-        problems.append("language must be python, r or rmarkdown")
+        problems.append(tr("language must be python, r or rmarkdown"))
     if meta.get("kernel_type") not in ("script", "notebook"):
-        problems.append("kernel_type must be script or notebook")
+        problems.append(tr("kernel_type must be script or notebook"))
     for field in ("dataset_sources", "kernel_sources"):
         problems += _source_problems(field, meta.get(field, []))
     if meta.get("docker_image_pinning_type") not in (None, "original", "latest"):
-        problems.append("docker_image_pinning_type must be original or latest")
+        problems.append(tr("docker_image_pinning_type must be original or latest"))
     shape = meta.get("machine_shape")
     if shape and shape.lower() in RETIRED_SHAPES:
-        problems.append(f"machine_shape {shape!r} is retired; use {MACHINE_SHAPES['gpu']} or {MACHINE_SHAPES['tpu']}")
+        problems.append(tr("machine_shape {shape!r} is retired; use {gpu} or {tpu}").format(
+            shape=shape, gpu=MACHINE_SHAPES["gpu"], tpu=MACHINE_SHAPES["tpu"]))
     if (meta.get("enable_gpu") or meta.get("enable_tpu")) and not shape:
-        problems.append("enable_gpu/enable_tpu without machine_shape: that asked for a P100 or a TPU v3, both "
-                        "retired; name the shape")
+        problems.append(tr("enable_gpu/enable_tpu without machine_shape: that asked for a P100 or a TPU v3, both "
+                           "retired; name the shape"))
     notebook = Path(folder) / code_file if folder is not None and code_file else None
     if meta.get("enable_internet") is False and notebook is not None and notebook.is_file():
         cells = json.loads(notebook.read_text()).get("cells", [])
         setup = ["".join(c["source"]) for c in cells if "".join(c["source"]).startswith("# Setup")]
         if any("git+https://" in source for source in setup):
-            problems.append(f"enable_internet is false, but {code_file} pip-installs from GitHub (git+https): the "
-                            "run would fail in its first cell; write the bundle with a wheelhouse, or turn "
-                            "internet on")
+            problems.append(tr("enable_internet is false, but {code_file} pip-installs from GitHub (git+https): "
+                               "the run would fail in its first cell; write the bundle with a wheelhouse, or turn "
+                               "internet on").format(code_file=code_file))
     return problems
 
 

@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from .i18n import tr
+
 __all__ = ["list_checkpoints", "latest_checkpoint", "attached_checkpoints", "save_checkpoint",
            "dir_bytes", "check_save_fits", "plan_epochs", "collected_warnings", "kill_at", "run_script",
            "run_together", "max_weight_diff", "attach_output", "step_timing", "error_of"]
@@ -132,10 +134,12 @@ def check_save_fits(output_dir: Path | str, save_bytes: int, budget_bytes: int |
     used = dir_bytes(output_dir)
     free = shutil.disk_usage(output_dir).free
     if save_bytes > free:
-        return f"the save needs {save_bytes:,} bytes and the disk has {free:,} free"
+        return tr("the save needs {save_bytes:,} bytes and the disk has {free:,} free").format(save_bytes=save_bytes,
+                                                                                                free=free)
     if budget_bytes is not None and used + save_bytes > budget_bytes:
-        return (f"{used:,} bytes already used + {save_bytes:,} for the save = {used + save_bytes:,}, "
-                f"over the output budget of {budget_bytes:,} bytes")
+        return tr("{used:,} bytes already used + {save_bytes:,} for the save = {total:,}, over the output budget "
+                  "of {budget_bytes:,} bytes").format(used=used, save_bytes=save_bytes, total=used + save_bytes,
+                                                      budget_bytes=budget_bytes)
     return None
 
 

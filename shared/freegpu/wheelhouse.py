@@ -369,6 +369,7 @@ def notebook_wheelhouse(folder: Path, notebook: str, image: str = "kaggle-gpu", 
     in the `wheelhouse` folder of `build/out`'s `kaggle` folder) is read instead when it exists; otherwise the
     manifest has no files and `origin` says what to do.
     """
+    from .i18n import tr
     from .kaggle import setup_requirement
 
     source = project_source()
@@ -380,15 +381,16 @@ def notebook_wheelhouse(folder: Path, notebook: str, image: str = "kaggle-gpu", 
     try:
         manifest = build_image_wheelhouse(folder, source, load_image(source / "platforms" / "images.toml", image),
                                           tuple(sorted(extras)), metadata=metadata)
-        return {**manifest, "origin": "built here", "folder": Path(folder)}
+        return {**manifest, "origin": tr("built here"), "folder": Path(folder)}
     except (WheelhouseError, RuntimeError, subprocess.TimeoutExpired) as exc:
         built = source / "build" / "out" / "kaggle" / "wheelhouse"
         if (built / "manifest.json").is_file():
             manifest = json.loads((built / "manifest.json").read_text())
-            return {**manifest, "origin": "read from the course build (make course)",
+            return {**manifest, "origin": tr("read from the course build (make course)"),
                     "folder": built}
-        return {"origin": f"not built here ({str(exc).splitlines()[0][:120]}); run `make course` where pip "
-                          "reaches an index", "files": [], "total_bytes": 0, "satisfied_by_image": {}, "folder": None}
+        why = str(exc).splitlines()[0][:120]
+        return {"origin": tr("not built here ({why}); run `make course` where pip reaches an index").format(why=why),
+                "files": [], "total_bytes": 0, "satisfied_by_image": {}, "folder": None}
 
 
 def installs_and_imports(folder: Path | None, requirement: str, target: Path, module: str | None = None) -> bool:
