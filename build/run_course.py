@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import importlib.util
 import json
 import os
@@ -125,7 +126,10 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None, solu
     start = time.perf_counter()
     with PeakRss() as rss, tempfile.TemporaryDirectory(prefix="solved-") as scratch:
         try:
-            solved = build_script("solutions").prepare(notebook) if solutions else None
+            translate = None
+            if solutions and notebook.parent.name == "zh":  # the Chinese edition: solutions from its catalog
+                translate = functools.partial(build_script("i18n").zh_solutions, notebook.stem)
+            solved = build_script("solutions").prepare(notebook, translate) if solutions else None
             source = notebook
             if solved is not None:  # the notebook with its solutions, written where papermill reads it
                 source = Path(scratch) / notebook.name

@@ -19,7 +19,7 @@ by a code cell with its solution (tags `solution` and `hide-cell`, metadata `exe
 collapsed under a "Show the worked solution" toggle), then what follows the list (`## Next`) as its own cell.
 The committed notebook never holds a solution; only the executed one (build/out/executed/) does. A zh notebook
 (notebooks/zh/) runs the same blocks with their comments and printed strings translated from its catalog
-(build/i18n.py `zh_solutions`).
+(`prepare`'s `translate`: build/i18n.py `zh_solutions`).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,26 +180,16 @@ def with_solutions(nb, solutions: list[str], where: str = "the solutions file"):
     return out
 
 
-def prepare(notebook: Path):
-    """The notebook to execute: `notebook` with its solutions placed, or None where it has no solutions file."""
+def prepare(notebook: Path, translate: Callable[[list[str]], list[str]] | None = None):
+    """The notebook to execute: `notebook` with its solutions placed, or None where it has no solutions file.
+
+    `translate`, where given, rewrites the solution blocks first (for a zh notebook: build/i18n.py `zh_solutions`,
+    which build/run_course.py passes)."""
     path = solutions_path(notebook)
     if not path.is_file():
         return None
     nb = nbformat.read(notebook, as_version=4)
     sources = load_solutions(path)
-    if notebook.parent.name == "zh":  # the Chinese edition: comments and prints from the notebook's catalog
-        sources = _i18n().zh_solutions(notebook.stem, sources)
+    if translate is not None:
+        sources = translate(sources)
     return with_solutions(nb, sources, where=str(path))
-
-
-def _i18n():
-    """build/i18n.py as module `build_i18n` (imported only for a zh notebook: it needs polib), loaded once."""
-    import importlib.util
-    import sys
-
-    if "build_i18n" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("build_i18n", Path(__file__).with_name("i18n.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # its dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return sys.modules["build_i18n"]
