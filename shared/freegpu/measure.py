@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from .i18n import tr
 
-__all__ = ["interleaved_timings", "spread", "python_overhead", "captured_native_stderr", "PackHooks", "SavedTensors",
+__all__ = ["interleaved_timings", "spread", "compare", "python_overhead", "captured_native_stderr", "PackHooks",
+           "SavedTensors",
            "loader_throughput", "compare_loaders", "ratio_line", "workers_verdict", "plot_experiments",
            "LoaderComparison"]
 
@@ -234,6 +235,22 @@ def compare_loaders(settings: dict, repeats: int = 3, epochs: int = 1, **common)
             passes[label].append(measured["samples_per_s"])
             warned.setdefault(label, measured["warnings"])
     return LoaderComparison(passes, {label: spread(values) for label, values in passes.items()}, warned)
+
+
+def compare(a: list[float], b: list[float], kind: str = "ratio") -> dict[str, float | bool]:
+    """Trial-by-trial comparison of two interleaved measurements: `a[i] / b[i]` ("ratio") or `a[i] - b[i]`
+    ("difference"), as a spread with `resolved`: whether that spread excludes 1 (ratio) or 0 (difference).
+
+    The one "resolved on this machine" rule of the course, symmetric: a difference that went the same way in
+    every trial is resolved, whichever way it went; if some trials went each way, it is not (notebooks 01-06).
+    """
+    if kind not in ("ratio", "difference"):
+        raise ValueError(f"kind={kind!r}: pick 'ratio' or 'difference'")
+    pairs = zip(a, b, strict=True)
+    values = [x / y for x, y in pairs] if kind == "ratio" else [x - y for x, y in pairs]
+    null = 1.0 if kind == "ratio" else 0.0
+    result = spread(values)
+    return {**result, "resolved": result["min"] > null or result["max"] < null}
 
 
 def ratio_spread(numerators: list[float], denominators: list[float]) -> dict[str, float]:
