@@ -20,6 +20,7 @@ from pathlib import Path
 from .i18n import tr
 
 __all__ = [
+    "FREE_GPUS",
     "GpuInfo",
     "TpuInfo",
     "HardwareInfo",
@@ -36,6 +37,12 @@ __all__ = [
 
 _SMI_QUERY = ["nvidia-smi", "--query-gpu=name,memory.total,compute_cap,driver_version",
               "--format=csv,noheader,nounits"]
+
+_T4 = "Tesla T4, 15360, 7.5, 550.54"  # nvidia-smi's name, MiB, compute capability, driver
+# The GPUs Colab and Kaggle hand out (Kaggle's P100 is retired: notebook 06), as `nvidia-smi` prints them: the one
+# home of the simulated GPU boxes of notebooks 00 and 02.
+FREE_GPUS = {"Colab T4": _T4, "Kaggle GPU T4 x2": f"{_T4}\n{_T4}", "Colab Pro L4": "NVIDIA L4, 23034, 8.9, 550.54",
+             "Colab Pro A100": "NVIDIA A100-SXM4-40GB, 40960, 8.0, 550.54"}
 
 
 @dataclass(frozen=True)

@@ -455,16 +455,11 @@ def article_verdicts(saved: dict[str, Any], times: dict[str, Any], peak_memory_b
     return lines
 
 
-_T4 = "Tesla T4, 15360, 7.5, 550.54"  # nvidia-smi's name, MiB, compute capability, driver
-# The GPUs Colab and Kaggle hand out (Kaggle's P100 is retired: notebook 06), as `nvidia-smi` prints them.
-FREE_GPUS = {"Colab T4": _T4, "Kaggle GPU T4 x2": f"{_T4}\n{_T4}", "Colab Pro L4": "NVIDIA L4, 23034, 8.9, 550.54",
-             "Colab Pro A100": "NVIDIA A100-SXM4-40GB, 40960, 8.0, 550.54"}
-
-
-def simulated_choices(gpus: dict[str, str] = FREE_GPUS) -> dict[str, dict[str, Any]]:
+def simulated_choices(gpus: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """What `pick_mixed_precision` answers on each simulated GPU box (`label: nvidia-smi line(s)`)."""
-    from .hardware import detect_hardware
+    from .hardware import FREE_GPUS, detect_hardware
 
+    gpus = FREE_GPUS if gpus is None else gpus
     choices = {}
     for label, smi in gpus.items():
         sim = detect_hardware(nvidia_smi=smi, topology="")
