@@ -13,7 +13,6 @@ import os
 import pytest
 
 from freegpu.launch import LaunchError, launcher_branch, read_reports
-from freegpu.measure import captured_native_stderr, python_overhead
 
 COLAB_SHELL = "<google.colab._shell.Shell object at 0x7f00>"
 JUPYTER_SHELL = "<ipykernel.zmqshell.ZMQInteractiveShell object at 0x7f00>"
@@ -85,121 +84,6 @@ def test_missing_reports_fail_with_the_launcher_log(tmp_path):
         read_reports(tmp_path, expected=2, launcher_log="...\nRuntimeError: NCCL timeout")
 
 
-def test_python_overhead_names_the_extra_functions():
-    import inspect
-
-    def plain(n):
-        return sum(range(n))
-
-    def wrapped(n):
-        inspect.signature(plain)  # the kind of Python a wrapper adds on every step
-        return sum(range(n))
-
-    found = python_overhead(lambda: [plain(10) for _ in range(200)], lambda: [wrapped(10) for _ in range(200)],
-                            steps=200, top=3)
-    assert found[0]["function"] == "inspect:signature" and found[0]["us_per_step"] > 0
-    assert all("sum" not in f["function"] for f in found)  # called by both: the real work, not overhead
-    # inspect.signature is the only outermost extra function: the whole profiled extra, nested ones a part of it.
-    assert found[0]["share"] == 1.0 and all(0 <= f["share"] <= 1 for f in found)
-    assert found[0]["profiled_extra_us_per_step"] == pytest.approx(found[0]["us_per_step"])
-
-
-def _fake_timed(extras_us, now=None, base_us=10.0):
-    """A (plain, prepared) pair and a clock that only the calls move (`now`, shared between pairs): plain takes
-    `base_us`, prepared that plus the next of `extras_us` (the warm-up call first, then each trial's calls)."""
-    now = [0.0] if now is None else now
-    extras = iter(extras_us)
-
-    def plain():
-        now[0] += base_us * 1e-6
-
-    def prepared():
-        now[0] += (base_us + next(extras)) * 1e-6
-
-    return (plain, prepared), lambda: now[0], now
-
-
-def test_paired_overhead_resolves_a_known_extra_and_adds_up_the_step():
-    from freegpu.overhead import describe, paired_overhead
-
-    step_pair, clock, now = _fake_timed([0.0] + [3.0] * 10)  # 10 calls in 2 trials of 5, after one warm-up
-    other_pair, _, _ = _fake_timed([0.0] + [1.0] * 5 + [2.0] * 5, now)
-    found = paired_overhead({"step": step_pair, "other": other_pair}, calls=10, trials=2, clock=clock)
-    step, other, per_step = found["lines"]["step"], found["lines"]["other"], found["per_step"]
-    assert step["median"] == pytest.approx(3.0) and step["min"] == pytest.approx(3.0) and step["resolved"]
-    assert step["n"] == 2 and step["calls"] == 10 and step["plain_us"] == pytest.approx(10.0)
-    assert [other["min"], other["max"]] == pytest.approx([1.0, 2.0])
-    assert [per_step["min"], per_step["max"]] == pytest.approx([4.0, 5.0])  # each trial adds up its lines
-    assert per_step["resolved"] and per_step["calls"] == 10
-    assert describe("step", step).startswith("step: +3.0 µs per step (min 3.0, max 3.0 over 2 trials, 10 calls")
-
-
-def test_paired_overhead_says_when_the_spread_includes_zero():
-    from freegpu.overhead import describe, paired_overhead
-
-    pair, clock, _ = _fake_timed([0.0] + [2.0] * 5 + [-2.0] * 5)  # one trial slower, the other faster
-    cost = paired_overhead({"zero_grad": pair}, calls=10, trials=2, clock=clock)["lines"]["zero_grad"]
-    assert not cost["resolved"] and cost["min"] < 0 < cost["max"]
-    line = describe("zero_grad", cost)
-    assert line.startswith("zero_grad: not resolved on this machine") and "µs per step" not in line
-
-
-def test_paired_overhead_gives_a_slow_line_fewer_calls_within_its_budget():
-    from freegpu.overhead import paired_overhead
-
-    fast, clock, now = _fake_timed([0.0] + [1.0] * 10)
-    slow, _, _ = _fake_timed([0.0] + [1.0] * 10, now, base_us=1e6)  # a second a side, as with a huge batch
-    found = paired_overhead({"fast": fast, "slow": slow}, calls=10, trials=2, budget_s=8.0, clock=clock)
-    # Each line's share: 8 s / 2 lines / 2 trials = 2 s a trial; a slow pair takes 2 s: one call a trial.
-    assert found["lines"]["fast"]["calls"] == 10 and found["lines"]["slow"]["calls"] == 2
-    assert found["per_step"]["calls"] == 2 and found["lines"]["slow"]["median"] == pytest.approx(1.0)
-
-
-def test_paired_overhead_on_real_time_finds_a_busy_wait():
-    import time
-
-    from freegpu.overhead import paired_overhead
-
-    def busy(seconds):
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            pass
-
-    cost = paired_overhead({"wait": (lambda: None, lambda: busy(200e-6))}, calls=200, trials=4)["lines"]["wait"]
-    assert cost["resolved"] and cost["min"] >= 190 and cost["calls"] == 200
-
-
-def test_overhead_helpers_endless_one_side_one_thread():
-    import torch
-
-    from freegpu.overhead import endless, one_side, one_thread
-
-    batches = endless([1, 2, 3])
-    assert [next(batches) for _ in range(7)] == [1, 2, 3, 1, 2, 3, 1]  # epoch after epoch, not a cached copy
-    calls = []
-    one_side({"a": (lambda: calls.append("plain a"), lambda: calls.append("prepared a")),
-              "b": (lambda: calls.append("plain b"), lambda: calls.append("prepared b"))}, side=1, steps=2)
-    assert calls == ["prepared a", "prepared a", "prepared b", "prepared b"]
-    threads = torch.get_num_threads()
-    with pytest.raises(RuntimeError), one_thread():
-        assert torch.get_num_threads() == 1
-        raise RuntimeError
-    assert torch.get_num_threads() == threads
-
-
-def test_captured_native_stderr_keeps_the_profiler_log_out_of_the_output(capfd):
-    import torch
-
-    lines = []
-    with captured_native_stderr(lines), torch.profiler.profile():
-        os.write(2, b"native line\n")
-        torch.ones(3).sqrt()
-    assert "native line" in lines
-    assert capfd.readouterr().err == ""  # nothing reached the real stderr
-    os.write(2, b"after\n")
-    assert capfd.readouterr().err == "after\n"  # and file descriptor 2 is back
-
-
 def _notebook_01():
     import nbformat
     from conftest import NOTEBOOK_DIR
@@ -214,10 +98,12 @@ def _script_01() -> str:
 
 
 def test_notebook_01_script_holds_the_taught_loops():
-    """The script carries its own copies of the loops; they must be the very lines notebook 01 teaches."""
+    """The script carries its own copies of the loops and of the report; they must be the very lines notebook 01
+    teaches (the report function follows its cell's imports)."""
     nb, script = _notebook_01(), _script_01()
-    for name in ("train_accelerate", "evaluate_accelerate"):
-        taught = next(c.source for c in nb.cells if c.source.startswith(f"def {name}("))
+    for name in ("train_accelerate", "evaluate_accelerate", "write_report"):
+        taught = next(c.source for c in nb.cells if f"\ndef {name}(" in f"\n{c.source}")
+        taught = taught[taught.index(f"def {name}("):]
         assert f"\n{taught.strip()}\n" in script, name
     assert "freegpu" not in script
 
@@ -291,13 +177,12 @@ def test_01_on_colabs_branch(tmp_path, monkeypatch):
         monkeypatch.delenv(key)
     out = tmp_path / "out"
     papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
-                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2,
-                                           "timing_calls": 200},
+                               parameters={"profile": "smoke", "output_dir": str(out)},
                                kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     results = json.loads((out / "results.json").read_text())
     assert results["launcher_branch"] == "colab_in_process" and results["launcher_branch_processes"] == 1
     assert "in this notebook's own process" in results["launcher_branch_description"]
-    assert results["launcher_in_process_ran_in_kernel"] is True and results["launcher_in_process_world_size"] == 1
+    assert results["launcher_ran_in_kernel"] == [True]  # one report, written by this kernel's own process
     assert results["kernel_threads_unchanged"] is True
     assert "launcher_trap_independent_runs" not in results  # the trap needs forked CPU processes
     assert results["ddp_launched_by"].startswith("torchrun") and results["ddp_num_processes"] == 2
@@ -332,8 +217,7 @@ def test_01_decides_multi_gpu_on_two_t4s(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     out = tmp_path / "out"
     papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
-                               parameters={"profile": "smoke", "output_dir": str(out), "timing_trials": 2,
-                                           "timing_calls": 200},
+                               parameters={"profile": "smoke", "output_dir": str(out)},
                                kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
     results = json.loads((out / "results.json").read_text())
     assert results["device"] == "cuda"  # what the notebook detected from nvidia-smi

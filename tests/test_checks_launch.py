@@ -288,15 +288,14 @@ def test_check_parameters_names_the_bad_value_and_returns_the_folder(tmp_path):
     from freegpu.params import check_parameters, rules_of
 
     good = {"profile": "smoke", "output_dir": str(tmp_path / "out"), "data_dir": "", "seed": 42, "num_epochs": 5,
-            "batch_size": 64, "learning_rate": 0.003, "hidden_size": 128, "num_processes": 2, "timing_trials": 5,
-            "timing_calls": 1000}
+            "batch_size": 64, "learning_rate": 0.003, "hidden_size": 128, "num_processes": 2}
     assert tuple(good) == rules_of("01_mnist_migration").NAMES
     parameters, out = check_parameters("01_mnist_migration", {**good, "unrelated": object()})
     assert parameters == good and out == tmp_path / "out" and out.is_dir()
     with pytest.raises(ValueError, match=r"num_epochs=0.*1.*20"):
         check_parameters("01_mnist_migration", {**good, "num_epochs": 0})
-    with pytest.raises(NameError, match="timing_calls not defined: run the parameters cell"):
-        check_parameters("01_mnist_migration", {k: v for k, v in good.items() if k != "timing_calls"})
+    with pytest.raises(NameError, match="num_processes not defined: run the parameters cell"):
+        check_parameters("01_mnist_migration", {k: v for k, v in good.items() if k != "num_processes"})
     with pytest.raises(ValueError, match=r"language='fr' is not one of \('en', 'zh'\)"):
         check_parameters("01_mnist_migration", good, language="fr")
     with pytest.raises(ValueError, match="not named like"):

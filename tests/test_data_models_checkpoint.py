@@ -1,4 +1,4 @@
-"""freegpu.data, freegpu.models and freegpu.checkpoint against oracles."""
+"""freegpu.data and freegpu.models against oracles."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import pytest
 import torch
 from accelerate.utils import set_seed
 
-from freegpu.checkpoint import replace_dir
 from freegpu.data import load_mnist
-from freegpu.models import build_mlp
+from freegpu.models import accuracy, build_mlp
 
 
 def test_smoke_digits_are_real_and_split_by_seed():
@@ -40,20 +39,30 @@ def test_seeded_models_are_identical():
     assert a(torch.zeros(3, 64)).shape == (3, 10)
 
 
-def test_replace_dir_swaps_complete_folders_only(tmp_path):
-    target = tmp_path / "model"
-    with replace_dir(target) as tmp:
-        (tmp / "weights").write_text("v1")
-    assert (target / "weights").read_text() == "v1"
-    with pytest.raises(RuntimeError):
-        with replace_dir(target) as tmp:
-            (tmp / "weights").write_text("half of v2")
-            raise RuntimeError("crash while saving")
-    assert (target / "weights").read_text() == "v1"  # the old checkpoint survived
-    with replace_dir(target) as tmp:
-        (tmp / "weights").write_text("v2")
-    assert (target / "weights").read_text() == "v2"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # nothing temporary left
+def test_accuracy_leaves_the_model_where_it_was():
+    """`accuracy` counts correct predictions without moving the caller's model or changing its mode."""
+    set_seed(0)
+    data = load_mnist("smoke", seed=42)
+    model = build_mlp(64, 16, 10).to(torch.float64)  # a dtype `accuracy` must not touch either
+    inputs, labels = data.eval.tensors
+    dataset = torch.utils.data.TensorDataset(inputs.double(), labels)
+    with torch.no_grad():
+        expected = (model(inputs.double()).argmax(-1) == labels).float().mean().item()
+    assert accuracy(model, dataset, batch_size=7) == pytest.approx(expected)
+    assert model.training and next(model.parameters()).dtype == torch.float64
+    model.eval()
+    accuracy(model, dataset)
+    assert not model.training  # the mode it was in
+
+
+def test_accuracy_evaluates_on_the_models_device(monkeypatch):
+    """On a GPU the old helper moved the learner's model to the CPU; now each batch goes to the model instead."""
+    seen = []
+    model = build_mlp(64, 16, 10)
+    monkeypatch.setattr(model, "cpu", lambda: seen.append("cpu") or model)
+    data = load_mnist("smoke", seed=42)
+    accuracy(model, data.eval)
+    assert seen == []
 
 
 def test_begin_resolves_profile_and_output_dir(tmp_path, monkeypatch):

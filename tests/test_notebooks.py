@@ -127,50 +127,33 @@ def test_course_site_and_summary(course_site, course_out):
             assert ran and page.count('<div class="cell tag_solution tag_hide-cell') == len(ran), entry["name"]
 
 
-def test_01_mnist_migration(executed, course_out):
-    record, results = executed("01_mnist_migration")
-    out = course_out / "results" / "01_mnist_migration"
+def _printed(course_out, name: str) -> tuple[list[dict], str]:
+    """The outputs of an executed notebook's code cells, and all the text they printed."""
+    outputs = [o for c in json.loads((course_out / "executed" / f"{name}.ipynb").read_text())["cells"]
+               if c["cell_type"] == "code" for o in c["outputs"]]
+    return outputs, "".join("".join(o.get("text", "")) for o in outputs)
+
+
+def test_01_steps_1_to_3_the_migration_is_exact(executed, course_out):
+    _, results = executed("01_mnist_migration")
     assert results["parameters"]["num_processes"] == 2 and results["parameters"]["profile"] == "smoke"
     # The migration is exact on a CPU: same losses, same weights, bit for bit.
     assert results["max_abs_loss_diff"] == 0.0 and results["max_abs_weight_diff"] == 0.0
-    assert results["plain_eval_accuracy"] == results["single_process_eval_accuracy"]
+    assert results["plain_eval_accuracy"] == results["single_process_eval_accuracy"] >= 0.90
     assert results["changed_lines"] >= 4  # the diff was computed from the real functions
-    assert (out / "loss_curves.png").stat().st_size > 10_000
-    # Overhead, line by line: thousands of paired calls; the whole step's extra is resolved (spread > 0).
-    outputs = [o for c in json.loads((course_out / "executed" / "01_mnist_migration.ipynb").read_text())["cells"]
-               if c["cell_type"] == "code" for o in c["outputs"]]
-    printed = "".join("".join(o.get("text", "")) for o in outputs)
-    trials = results["parameters"]["timing_trials"]
-    per_step, lines = results["overhead_us_per_step"], results["overhead_by_line"]
-    assert list(lines) == ["next batch", "optimizer.zero_grad()", "forward, backward", "optimizer.step()"]
-    for name, cost in [*lines.items(), ("whole step", per_step)]:
-        assert cost["n"] == trials and cost["calls"] >= 1000  # the calls of each side, recorded
-        assert cost["min"] <= cost["median"] <= cost["max"]
-        assert cost["resolved"] == (cost["min"] > 0 or cost["max"] < 0)
-        assert (f"{name}: not resolved on this machine" in printed) is not cost["resolved"]
-    assert per_step["resolved"] and per_step["min"] > 0
-    assert results["overhead_verdict"].startswith("Accelerate's extra: +")
-    assert {"overhead_verdict", "overhead_share_of_plain_step"} <= set(results["headline"])
-    # Its share of a plain step, from the step times recorded at three sizes.
-    step_ms, share = results["plain_ms_per_step"], results["overhead_share_of_plain_step"]
-    assert list(step_ms) == list(share) == ["tiny MLP", "10x compute", "30x compute"]
-    for name, ms in step_ms.items():
-        assert ms["n"] == trials and 0 < ms["min"] <= ms["median"] <= ms["max"]
-        assert share[name] == pytest.approx(per_step["median"] / (1e3 * ms["median"]))
-    assert (out / "overhead_vs_step_time.png").stat().st_size > 10_000
-    # The profiler named where the extra time goes: Accelerate's own functions, found in this run.
-    top = results["top_overhead_functions"]
-    assert 1 <= len(top) <= 5 and any(name.startswith("accelerate.") for name in top)
-    shares = results["top_overhead_shares"]  # each function's part of the extra time under cProfile
-    assert list(shares) == top and all(0 <= share <= 1 for share in shares.values())
-    assert results["profiled_extra_us_per_step"] > 0
-    assert results["trace_files"] == ["profile_0.json"]  # accelerator.profile wrote a Chrome trace
-    assert results["profiled_self_cpu_us_per_step"] > 0 and results["profiled_top_operator"]
-    trace = json.loads((out / "trace" / "profile_0.json").read_text())
-    assert trace["traceEvents"]
+    _, printed = _printed(course_out, "01_mnist_migration")
+    assert "+    model, optimizer, dataloader = accelerator.prepare(model, optimizer, dataloader)  # NEW" in printed
+    assert "identical, bit for bit" in printed
+
+
+def test_01_step_4_notebook_launcher(executed, course_out):
+    _, results = executed("01_mnist_migration")
     # The launcher's branch was decided before launching, and recorded.
     assert results["launcher_branch"] == "multi_cpu" and results["launcher_branch_processes"] == 2
+    assert "cpu=True" in results["launcher_branch_description"]
+    # The fork-hang fix gave the forked processes one thread, not the kernel.
     assert results["kernel_threads_unchanged"] is True
+    assert results["launcher_ran_in_kernel"] == [False, False]
     # The trap: two forked processes that each trained alone on everything.
     assert results["launcher_trap_independent_runs"] is True
     assert results["launcher_trap_samples_per_rank"] == [results["train_size"]] * 2
@@ -180,26 +163,33 @@ def test_01_mnist_migration(executed, course_out):
     per_rank = results["ddp_samples_per_rank"]
     assert len(per_rank) == 2 and per_rank[0] == per_rank[1]
     assert results["train_size"] <= sum(per_rank) < results["train_size"] + 2 * 64  # even_batches pads < a batch
+    assert results["ddp_steps_per_rank"] == [results["parameters"]["num_epochs"] * -(-per_rank[0] // 64)] * 2
     assert results["ddp_parent_is_notebook"] is True  # forked from the kernel, not spawned
     assert results["eval_size"] % 2 == 1
     assert results["gather_for_metrics_count"] == results["eval_size"] < results["gather_count"]
     # Accuracy after the smoke training, and the saved model reloaded without Accelerate.
-    assert results["eval_accuracy"] >= 0.90 and results["single_process_eval_accuracy"] >= 0.90
+    assert results["eval_accuracy"] >= 0.90
     assert results["eval_accuracy_reloaded"] == results["eval_accuracy"]
     assert results["model_files"] == ["model.safetensors"]
-    assert not list(out.glob(".model.*"))  # no temporary checkpoint folders left behind
-    # Script launches, each process reporting through a file: --cpu starts one process, torchrun two.
-    assert results["script_accelerate_cpu_processes"] == 1 and results["script_accelerate_cpu_world_size"] == 1
+    # Quiet: no warning from Accelerate about threads, no stray value printed by a cell.
+    outputs, printed = _printed(course_out, "01_mnist_migration")
+    assert "OMP_NUM_THREADS" not in printed
+    assert not any(o["output_type"] == "execute_result" for o in outputs)
+
+
+def test_01_step_5_script_launch(executed, course_out):
+    _, results = executed("01_mnist_migration")
+    out = course_out / "results" / "01_mnist_migration"
+    # The script's launch, each process reporting through a file: torchrun started two.
     assert results["script_launch_processes"] == 2 and results["script_launch_world_size"] == 2
     assert sorted(p.name for p in (out / "torchrun").iterdir()) == ["rank_0.json", "rank_1.json"]
+    assert (out / "script_model" / "model.safetensors").is_file()
+    _, printed = _printed(course_out, "01_mnist_migration")
+    assert "$ torchrun --standalone --nproc_per_node 2 train_mnist.py --cpu --data_file digits.pt" in printed
     script = (out / "train_mnist.py").read_text()
     assert "freegpu" not in script and "def train_accelerate(" in script  # copyable: no course package
     assert (out / "digits.pt").is_file()  # the smoke data, handed to the script as tensors
     assert all(f'"--{flag}"' in script for flag in ("cpu", "mixed_precision", "num_epochs", "batch_size"))
-    # Quiet: no warning from Accelerate about threads, no stray value printed by a cell.
-    assert not any("OMP_NUM_THREADS" in "".join(o.get("text", "")) for o in outputs)
-    assert not any("USDT" in "".join(o.get("text", "")) for o in outputs)  # the profiler's log was collected
-    assert not any(o["output_type"] == "execute_result" for o in outputs)
 
 
 def test_01_full_profile_offline_fails_fast(tmp_path):

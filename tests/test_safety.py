@@ -240,7 +240,7 @@ def test_killed_kernel_then_two_runs_side_by_side(tmp_path):
     assert checks.read_marker(killed)["state"] == "running" and not (killed / "results.json").exists()
 
     # batch_size is per process, and Accelerate pads every process's last batch up to it (even_batches).
-    extreme = {"seed": checks.SEED_MAX, "batch_size": 4096, "num_epochs": 20, "timing_trials": 20}
+    extreme = {"seed": checks.SEED_MAX, "batch_size": 4096, "num_epochs": 20}
     rerun, big = _papermill(killed, logs), _papermill(tmp_path / "extreme", logs, **extreme)
     errors = {name: p.communicate(timeout=600)[1] for name, p in (("rerun", rerun), ("extreme", big))}
     assert rerun.returncode == 0, errors["rerun"][-3000:]

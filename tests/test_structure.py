@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
-import inspect
 import json
 import re
 
@@ -134,15 +133,6 @@ def test_no_committed_outputs():
         for cell in raw["cells"]:
             if cell["cell_type"] == "code":
                 assert cell["outputs"] == [] and cell["execution_count"] is None, name
-
-
-def test_notebook_01_loop_is_the_package_loop():
-    """Notebook 04 reuses `freegpu.train.train_accelerate`; it must be exactly what notebook 01 teaches."""
-    from freegpu import train
-
-    cells = [c.source for c in load("01_mnist_migration").cells if c.cell_type == "code"]
-    taught = next(src for src in cells if src.startswith("def train_accelerate("))
-    assert taught.strip() == inspect.getsource(train.train_accelerate).strip()
 
 
 def test_setup_cell_is_short_and_links_to_troubleshooting():

@@ -4,8 +4,7 @@ Importing it is cheap and works on a bare CPU machine: torch, transformers, data
 inside the functions that need them. Modules, by the notebook that introduces them:
 
 - `platform`, `hardware`, `profile`, `checks`, `results`, `software`: notebook 00 (environment check)
-- `data`, `models`, `checkpoint`, `train`, `launch`: notebook 01 (MNIST migration); `train` imports torch, so it is
-  imported only when asked for (`from freegpu.train import train_accelerate`)
+- `data`, `models`, `launch`: notebook 01 (MNIST migration)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
 - `memory`, `sharding`: notebook 03 (memory tricks), and `memlab`, its steps measured behind one call each
@@ -19,7 +18,6 @@ inside the functions that need them. Modules, by the notebook that introduces th
 from importlib.metadata import PackageNotFoundError, version
 
 from . import (
-    checkpoint,
     checks,
     data,
     hardware,
@@ -47,6 +45,6 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checkpoint", "checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "memlab", "memory",
+__all__ = ["checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "memlab", "memory",
            "models", "notebook", "platform", "precision", "profile", "results", "resume", "sharding", "software",
-           "text", "train", "wheelhouse", "xla", "__version__"]
+           "text", "wheelhouse", "xla", "__version__"]

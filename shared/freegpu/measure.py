@@ -1,7 +1,6 @@
 """Measure what the notebooks claim: repeated timings with their spread, bytes saved for backward, loader speed.
 
-`interleaved_timings` and `spread`: notebook 01 (what Accelerate costs per step), reused by 02-05;
-`python_overhead`: notebook 01 (where that cost goes); `captured_native_stderr`: notebook 01 (the profiler's log).
+`interleaved_timings`, `spread` and `compare`: repeated timings and the one "resolved" rule, for notebooks 02-05.
 `SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`,
 `compare_loaders`, `ratio_spread`, `is_resolved`, `ratio_line`, `workers_verdict` and `plot_experiments`:
 notebook 04.
@@ -9,13 +8,7 @@ notebook 04.
 
 from __future__ import annotations
 
-import contextlib
-import cProfile
-import os
-import pstats
 import statistics
-import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -23,8 +16,7 @@ from dataclasses import dataclass
 
 from .i18n import tr
 
-__all__ = ["interleaved_timings", "spread", "compare", "python_overhead", "captured_native_stderr", "PackHooks",
-           "SavedTensors",
+__all__ = ["interleaved_timings", "spread", "compare", "PackHooks", "SavedTensors",
            "loader_throughput", "compare_loaders", "ratio_line", "workers_verdict", "plot_experiments",
            "LoaderComparison"]
 
@@ -51,74 +43,6 @@ def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: in
 def spread(values: list[float]) -> dict[str, float]:
     """Median, min and max of repeated measurements: report all three, never one lucky run."""
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
-
-
-def _library_function(key: tuple[str, int, str]) -> str | None:
-    """`accelerate.optimizer:step` from a cProfile key (file, line, function); `None` for the caller's own code."""
-    filename, _line, function = key
-    if filename == "~":  # a built-in
-        return function.strip("<>")
-    path = filename.replace("\\", "/")
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in path:
-            return f"{path.split(marker, 1)[1].removesuffix('.py').replace('/', '.')}:{function}"
-    if "/lib/python3" in path:  # the standard library
-        module = path.split("/lib/python3", 1)[1].split("/", 1)[1]
-        return f"{module.removesuffix('.py').replace('/', '.')}:{function}"
-    return None
-
-
-def _profile(fn: Callable[[], object]) -> dict:
-    profiler = cProfile.Profile()
-    profiler.runcall(fn)
-    return pstats.Stats(profiler).stats
-
-
-def python_overhead(baseline: Callable[[], object], candidate: Callable[[], object], steps: int,
-                    top: int = 5) -> list[dict[str, float | str]]:
-    """Where `candidate` spends the Python time that `baseline` does not, per step, by function (cProfile).
-
-    Both callables run `steps` training steps. A library function counts if `baseline` never calls it; its time
-    is its cumulative time minus what it spends in functions that `baseline` calls too (the real work, such as AdamW's
-    step). Nested functions each count, so an outer wrapper includes its inner ones. Returns the `top` functions,
-    largest first, as `{"function": "module:name", "us_per_step": ..., "share": ..., "profiled_extra_us_per_step":
-    ...}`. cProfile's own cost per call inflates every absolute time (a function that makes many small calls most),
-    so read `share`: the function's part of the whole extra time under the profiler (the sum over the outermost
-    such functions, the ones no other candidate-only function calls), between 0 and 1. Introduced in notebook 01.
-    """
-    shared, extra = _profile(baseline), _profile(candidate)
-    own = {key: value for key, value in extra.items() if key not in shared and _library_function(key)}
-    cost = {}
-    for key, (_cc, _nc, _tt, cumulative, _callers) in own.items():
-        in_shared = sum(edge[3] for callee, value in extra.items() if callee in shared
-                        for caller, edge in value[4].items() if caller == key)
-        cost[key] = cumulative - in_shared
-    roots = [key for key in own if not any(caller in own for caller in extra[key][4])]
-    total = sum(max(cost[key], 0.0) for key in roots)
-    ranked = sorted(cost, key=cost.get, reverse=True)[:top]
-    return [{"function": _library_function(key), "us_per_step": 1e6 * cost[key] / steps,
-             "share": min(max(cost[key], 0.0) / total, 1.0) if total > 0 else 0.0,
-             "profiled_extra_us_per_step": 1e6 * total / steps} for key in ranked]
-
-
-@contextlib.contextmanager
-def captured_native_stderr(into: list[str]):
-    """Collect into `into` the lines that C/C++ code writes to file descriptor 2 inside the block (notebook 01).
-
-    torch's profiler (Kineto) logs its stages there (`USDT: ... profiler_start`), and a notebook shows them as red
-    stderr lines that look like errors. Python's own `sys.stderr` (warnings, tracebacks) is not captured.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield into
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            into.extend(capture.read().decode(errors="replace").splitlines())
 
 
 class PackHooks:

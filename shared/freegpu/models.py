@@ -44,15 +44,18 @@ def build_row_transformer(num_rows: int, row_features: int, d_model: int, num_la
 
 
 def accuracy(model, dataset, batch_size: int = 512) -> float:
-    """Accuracy of `model` on a `TensorDataset` of (inputs, labels), computed on the CPU with plain PyTorch.
+    """Accuracy of `model` on a `TensorDataset` of (inputs, labels), in plain PyTorch, on the model's own device.
 
-    The model is moved to the CPU and put in eval mode; the result is correct / total, the same division as
+    The model stays where it is, and in the mode it was in; the result is correct / total, the same division as
     notebook 01's `evaluate_accelerate`.
     """
     import torch
     from torch.utils.data import DataLoader
 
-    model = model.cpu().eval()
+    device, training = next(model.parameters()).device, model.training
+    model.eval()
     with torch.no_grad():
-        predictions = torch.cat([model(inputs).argmax(-1) for inputs, _ in DataLoader(dataset, batch_size)])
+        batches = DataLoader(dataset, batch_size)
+        predictions = torch.cat([model(inputs.to(device)).argmax(-1).cpu() for inputs, _ in batches])
+    model.train(training)
     return (predictions == dataset.tensors[1]).sum().item() / len(predictions)

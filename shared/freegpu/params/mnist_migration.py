@@ -10,7 +10,7 @@ from ..i18n import tr
 from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "data_dir", "seed", "num_epochs", "batch_size", "learning_rate", "hidden_size",
-         "num_processes", "timing_trials", "timing_calls")
+         "num_processes")
 
 
 def check(p: dict[str, Any]) -> None:
@@ -19,7 +19,7 @@ def check(p: dict[str, Any]) -> None:
     check_seed("seed", p["seed"])
     check_float("learning_rate", p["learning_rate"], minimum=1e-6, maximum=1.0)
     for name, low, high in [("num_epochs", 1, 20), ("batch_size", 2, 4096), ("hidden_size", 1, 2**20),
-                            ("num_processes", 2, 8), ("timing_trials", 2, 20), ("timing_calls", 100, 100_000)]:
+                            ("num_processes", 2, 8)]:
         check_int(name, p[name], minimum=low, maximum=high)
     # Refused before anything is allocated: fp32 weights, gradients, AdamW's two moments and a batch of
     # activations for MNIST's 784 features (the digits have 64); num_processes + 4 MLPs live at once.
