@@ -139,6 +139,28 @@ def test_notebook_01_script_runs_without_the_course_package(tmp_path):
     assert (tmp_path / "model" / "model.safetensors").is_file()
 
 
+def test_accelerate_launch_cpu_starts_one_process_whatever_num_processes_says(tmp_path):
+    """What notebook 01's step 5 warns of (its run no longer shows it): `accelerate launch --cpu
+    --num_processes 2` runs the script once, a world of one."""
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    from freegpu.data import load_mnist
+    from freegpu.launch import run_launch
+
+    data = load_mnist("smoke", 42)
+    torch.save({"train": data.train.tensors, "eval": data.eval.tensors}, tmp_path / "digits.pt")
+    (tmp_path / "train_mnist.py").write_text(_script_01())
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    run_launch([accelerate, "launch", "--cpu", "--num_processes", "2", "train_mnist.py", "--cpu", "--data_file",
+                "digits.pt", "--num_epochs", "1", "--report_dir", "reports"], cwd=tmp_path, timeout=300,
+               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    reports = read_reports(tmp_path / "reports", expected=1)
+    assert [(r["process_index"], r["num_processes"], r["distributed_type"]) for r in reports] == [(0, 1, "NO")]
+
+
 # Sentences that stated how a measurement came out before the run did; they must come from the run's numbers.
 FIXED_OUTCOMES = ["exactly zero", "printed one report", "One curve hides the other: that is the point",
                   "Each rank now takes half", "Each process believed it was alone", "past the number of cores",
