@@ -137,6 +137,8 @@ def _printed(course_out, name: str) -> tuple[list[dict], str]:
 def test_01_steps_1_to_3_the_migration_is_exact(executed, course_out):
     _, results = executed("01_mnist_migration")
     assert results["parameters"]["num_processes"] == 2 and results["parameters"]["profile"] == "smoke"
+    assert results["data_source"].startswith("sklearn.datasets.load_digits")
+    assert (results["train_size"], results["eval_size"]) == (1438, 359)
     # The migration is exact on a CPU: same losses, same weights, bit for bit.
     assert results["max_abs_loss_diff"] == 0.0 and results["max_abs_weight_diff"] == 0.0
     assert results["plain_eval_accuracy"] == results["single_process_eval_accuracy"] >= 0.90
