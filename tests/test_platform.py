@@ -122,16 +122,6 @@ def test_internet_reachable(monkeypatch):
     assert platform.has_internet() is True
 
 
-def test_accelerate_env_report_shows_paths_relative_to_the_python_prefix():
-    """`accelerate env` prints where the `accelerate` command is: the report shows it as `<python prefix>/bin/...`,
-    not as the absolute path of this virtual environment (notebook 00)."""
-    from freegpu import software
-
-    report = software.accelerate_env_report()
-    assert f"{software.PYTHON_PREFIX}/bin/accelerate" in report
-    assert sys.prefix not in report and "`Accelerate` version" in report
-
-
 def test_describe_dirs_says_where_the_run_writes(tmp_path):
     """A local run has no inputs, and a run given its own output_dir does not claim to write to the working folder."""
     local = platform.PlatformInfo("headless", False, False, "test")
@@ -149,11 +139,11 @@ def test_shown_path_hides_this_machines_folders(tmp_path, monkeypatch):
     the last part (notebooks 00 and 04 print no absolute path of the machine they ran on)."""
     monkeypatch.chdir(tmp_path)
     local = platform.PlatformInfo("headless", False, False, "test")
-    assert platform.shown_path(tmp_path / "outputs" / "00", local) == "./outputs/00"
-    assert platform.shown_path(tmp_path, local) == "."
-    assert platform.shown_path("/somewhere/else/results", local) == ".../results"
-    assert platform.shown_path("/tmp", local) == "/tmp"
+    assert platform._shown_path(tmp_path / "outputs" / "00", local) == "./outputs/00"
+    assert platform._shown_path(tmp_path, local) == "."
+    assert platform._shown_path("/somewhere/else/results", local) == ".../results"
+    assert platform._shown_path("/tmp", local) == "/tmp"
     kaggle = platform.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "Batch"})
-    assert platform.shown_path("/kaggle/working/x", kaggle) == "/kaggle/working/x"
+    assert platform._shown_path("/kaggle/working/x", kaggle) == "/kaggle/working/x"
     text = platform.describe_dirs(local, platform.platform_dirs(local), "/somewhere/else/results")
     assert str(tmp_path) not in text and ".../results (output_dir was given" in text

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .i18n import tr
 
@@ -28,11 +27,6 @@ __all__ = [
     "detect_hardware",
     "recommend",
     "dataloader_workers",
-    "pitfalls",
-    "disk_report",
-    "describe",
-    "as_record",
-    "simulated_recommendations",
 ]
 
 _SMI_QUERY = ["nvidia-smi", "--query-gpu=name,memory.total,compute_cap,driver_version",
@@ -186,121 +180,22 @@ def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, 
 
 
 def recommend(hw: HardwareInfo) -> Recommendation:
-    """Mixed precision, number of processes and DataLoader workers for this hardware, with reasons (notebook 00)."""
-    reasons = {}
+    """Mixed precision, processes and DataLoader workers for this hardware, with reasons (notebook 00; 02 uses it)."""
+    procs = max(hw.tpu.chips, 1) if hw.device_kind == "tpu" else max(len(hw.gpus), 1)
+    caps = [gpu.compute_capability for gpu in hw.gpus]
     if hw.device_kind == "tpu":
-        precision, procs = "bf16", max(hw.tpu.chips, 1)
-        reasons["mixed_precision"] = tr("TPUs compute natively in bf16; fp16 is refused on XLA.")
-        reasons["num_processes"] = tr("one process per TPU chip ({procs}).").format(procs=procs)
-    elif hw.gpus:
-        procs = len(hw.gpus)
-        if all(g.bf16_tensor_cores for g in hw.gpus):
-            precision, why = "bf16", tr("compute capability >= 8.0: bf16 tensor cores, no loss scaling needed.")
-        elif all(g.fp16_tensor_cores for g in hw.gpus):
-            precision, why = "fp16", tr("compute capability 7.x: fp16 tensor cores but no bf16 ones.")
-        else:
-            precision, why = "no", tr("compute capability < 7.0: no tensor cores, mixed precision gains little.")
-        reasons["mixed_precision"] = why
-        reasons["num_processes"] = tr("one process per GPU ({procs}).").format(procs=procs)
+        precision, why = "bf16", tr("TPUs compute natively in bf16; fp16 is refused on XLA.")
+        per = tr("one process per TPU chip ({procs}).")
+    elif caps:  # the tensor cores of the oldest GPU decide: Volta (7.0) has fp16 ones, Ampere (8.0) bf16 too
+        precision, why = (("bf16", tr("compute capability >= 8.0: bf16 tensor cores, no loss scaling needed."))
+                          if min(caps) >= (8, 0) else
+                          ("fp16", tr("compute capability 7.x: fp16 tensor cores but no bf16 ones."))
+                          if min(caps) >= (7, 0) else
+                          ("no", tr("compute capability < 7.0: no tensor cores, mixed precision gains little.")))
+        per = tr("one process per GPU ({procs}).")
     else:
-        precision, procs = "no", 1
-        reasons["mixed_precision"] = tr("CPU: Accelerate's fp16 does nothing here, and bf16 autocast is rarely "
-                                        "faster.")
-        reasons["num_processes"] = tr("one process: several CPU processes share the same cores.")
-    workers, reasons["num_workers"] = dataloader_workers(hw.logical_cpus, procs)
+        precision, why = "no", tr("CPU: Accelerate's fp16 does nothing here, and bf16 autocast is rarely faster.")
+        per = tr("one process: several CPU processes share the same cores.")
+    workers, workers_why = dataloader_workers(hw.logical_cpus, procs)
+    reasons = {"mixed_precision": why, "num_processes": per.format(procs=procs), "num_workers": workers_why}
     return Recommendation(precision, procs, workers, reasons)
-
-
-def pitfalls(hw: HardwareInfo, platform: str) -> list[str]:
-    """Traps that the popular articles walk into on this hardware and platform (notebook 00)."""
-    found = [tr("'num_workers = 4 x cores' would start {workers} workers per process on "
-                "{cpus} CPUs; PyTorch warns above {cpus} (notebook 04).").format(workers=4 * hw.logical_cpus,
-                                                                                 cpus=hw.logical_cpus)]
-    if hw.device_kind == "cpu":
-        found.append(tr("mixed_precision='fp16' on CPU silently does nothing: no autocast, no GradScaler, "
-                        "and accelerator.mixed_precision still says 'fp16' (notebook 02)."))
-        found.append(tr("`accelerate launch --cpu --num_processes 2` starts ONE process, and notebook_launcher "
-                        "forks independent runs unless the Accelerator is created with cpu=True (notebook 01)."))
-        found.append(tr("notebook_launcher forks this process: once torch has run multi-threaded CPU ops here, a "
-                        "child that runs them too hangs without an error; start the function with "
-                        "torch.set_num_threads(1) (notebook 01)."))
-    cuda = tuple(int(x) for x in hw.torch_cuda.split(".")[:2]) if hw.torch_cuda else None
-    for gpu in {g.name: g for g in hw.gpus}.values():
-        if gpu.compute_capability < (7, 0) and cuda and cuda >= (12, 8):
-            found.append(tr("{name} (sm_{sm}) has no kernels in this CUDA {cuda} build of torch: the first op "
-                            "fails with cudaErrorNoKernelImageForDevice. On Kaggle pick 'GPU T4 x2'.").format(
-                name=gpu.name, sm="".join(map(str, gpu.compute_capability)), cuda=hw.torch_cuda))
-        if gpu.fp16_tensor_cores and not gpu.bf16_tensor_cores:
-            found.append(tr("{name}: torch reports bf16 as supported, but it is emulated; use fp16 here.").format(
-                name=gpu.name))
-    if len(hw.gpus) > 1 and hw.nvlink is not True:
-        found.append(tr("{count} GPUs without NVLink: DDP all-reduces gradients over PCIe, so two GPUs "
-                        "are less than twice as fast; larger batches per step amortise it.").format(
-            count=len(hw.gpus)))
-    if hw.device_kind == "tpu":
-        found.append(tr("COLAB_TPU_ADDR belongs to the retired TPU-node runtime; set PJRT_DEVICE=TPU before "
-                        "notebook_launcher and do not touch the XLA device before it forks (notebook 04)."))
-    if platform == "kaggle":
-        found.append(tr("Only the working folder is saved with a Kaggle version, and it is capped at 20 GB "
-                        "(https://www.kaggle.com/docs/notebooks; notebook 06)."))
-    return found
-
-
-def disk_report(path: Path, budget_bytes: int | None = None, budget_dir: Path | None = None) -> dict[str, float]:
-    """Free and total disk at `path`; with a budget, also how much `budget_dir` (default `path`) already uses.
-
-    On Kaggle the budget is the 20 GB of the whole working folder, not of one notebook's outputs (notebook 00).
-    """
-    usage = shutil.disk_usage(path)
-    report = {"path": str(path), "free_gib": round(usage.free / 1024**3, 1),
-              "total_gib": round(usage.total / 1024**3, 1)}
-    if budget_bytes is not None:
-        used = sum(f.stat().st_size for f in Path(budget_dir or path).rglob("*") if f.is_file())
-        report["budget_gib"] = round(budget_bytes / 1000**3, 1)
-        report["budget_used_gib"] = round(used / 1000**3, 3)
-    return report
-
-
-def describe(hw: HardwareInfo) -> str:
-    """The lines notebook 00 prints about CPUs, RAM, each GPU (and what its compute capability gives) and the TPU."""
-    lines = [tr("CPU: {logical} logical / {physical} physical cores, RAM {available} of {total} GiB free").format(
-        logical=hw.logical_cpus, physical=hw.physical_cpus, available=hw.ram_available_gib, total=hw.ram_total_gib)]
-    for i, gpu in enumerate(hw.gpus):
-        lines.append(tr("GPU {i}: {name}, {memory} GiB, compute capability {cc}, "
-                        "fp16 tensor cores: {fp16}, bf16 tensor cores: {bf16}").format(
-            i=i, name=gpu.name, memory=gpu.memory_gib, cc=gpu.compute_capability, fp16=gpu.fp16_tensor_cores,
-            bf16=gpu.bf16_tensor_cores))
-    if not hw.gpus:
-        lines.append(tr("GPUs: none (nvidia-smi is absent or lists no GPU)"))
-    elif len(hw.gpus) > 1:
-        lines.append(tr("NVLink between the GPUs: {nvlink}").format(nvlink=hw.nvlink))
-    lines.append(f"TPU: {hw.tpu}" if hw.tpu else tr("TPU: none (no torch_xla, no TPU_ACCELERATOR_TYPE, no "
-                                                    "/dev/accel*)"))
-    return "\n".join(lines)
-
-
-def as_record(hw: HardwareInfo) -> dict:
-    """What notebook 00 saves about the hardware in results.json (the keys the course's tests read)."""
-    return {"logical_cpus": hw.logical_cpus, "physical_cpus": hw.physical_cpus, "ram_total_gib": hw.ram_total_gib,
-            "gpus": [{"name": g.name, "memory_gib": g.memory_gib, "compute_capability": list(g.compute_capability)}
-                     for g in hw.gpus],
-            "tpu": vars(hw.tpu) if hw.tpu else None, "cuda_runtime": hw.torch_cuda,
-            "nvidia_driver": hw.gpus[0].driver if hw.gpus else None}
-
-
-def simulated_recommendations(nvidia_smi_by_box: dict[str, str]) -> dict[str, str]:
-    """`recommend` for GPU boxes described by their `nvidia-smi` text, one line per box (notebook 00).
-
-    Only the GPUs are simulated: `mixed_precision` and `num_processes` follow from the GPU text, while `num_workers`
-    divides *this* machine's CPUs between those processes (the hosted platforms publish no CPU count we could
-    source), and each line says so.
-    """
-    rows = {}
-    for box, smi in nvidia_smi_by_box.items():
-        sim = detect_hardware(nvidia_smi=smi, topology="")
-        rec = recommend(sim)
-        rows[box] = tr("mixed_precision={mixed_precision}, num_processes={num_processes}, "
-                       "num_workers={num_workers} (from this machine's {cpus} CPUs)").format(
-            mixed_precision=rec.mixed_precision, num_processes=rec.num_processes, num_workers=rec.num_workers,
-            cpus=sim.logical_cpus)
-    return rows

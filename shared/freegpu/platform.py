@@ -22,7 +22,6 @@ __all__ = [
     "platform_dirs",
     "resolve_output_dir",
     "describe_dirs",
-    "shown_path",
     "hosted_locations",
     "rehearsal_dirs",
     "has_internet",
@@ -154,7 +153,7 @@ def platform_dirs(info: PlatformInfo) -> PlatformDirs:
                         tr("Local disk: outputs stay until you delete them."))
 
 
-def shown_path(path: Path | str, info: PlatformInfo) -> str:
+def _shown_path(path: Path | str, info: PlatformInfo) -> str:
     """`path` as a notebook prints it: on Colab and Kaggle as it is (the platform's own folders); elsewhere relative
     to the current folder (`./outputs`), else its last part (`.../results`), so that no printout carries the
     absolute paths of the machine it ran on (notebooks 00 and 04)."""
@@ -172,20 +171,20 @@ def describe_dirs(info: PlatformInfo, dirs: PlatformDirs, out: Path | str) -> st
 
     Off Colab and Kaggle nothing is attached as input, so inputs read "none (local)". The working folder is where
     outputs go when `output_dir` is empty; a run given another `output_dir` says so, not implying it writes there.
-    Paths are printed with `shown_path`.
+    Paths are printed with `_shown_path`.
     """
     inputs = str(dirs.input_dir) if info.hosted else tr("none (local)")
     out = Path(out).resolve()
     inside = out.is_relative_to(dirs.working_dir.resolve())
-    where = shown_path(out, info)
+    where = _shown_path(out, info)
     writes = (tr("this run writes to: {where} (inside the working folder)") if inside else
               tr("this run writes to: {where} (output_dir was given; the working folder is not used)")).format(
         where=where)
     return tr("inputs: {inputs}\nworking folder (outputs when output_dir is empty): "
               "{working}  (kept after the session: {persists})\n"
-              "scratch: {scratch}\n{writes}").format(inputs=inputs, working=shown_path(dirs.working_dir, info),
+              "scratch: {scratch}\n{writes}").format(inputs=inputs, working=_shown_path(dirs.working_dir, info),
                                                      persists=dirs.working_persists,
-                                                     scratch=shown_path(dirs.scratch_dir, info), writes=writes)
+                                                     scratch=_shown_path(dirs.scratch_dir, info), writes=writes)
 
 
 def hosted_locations() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
@@ -239,11 +238,7 @@ def kaggle_dataset_dir(dataset_id: str) -> str:
 
 
 def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float = 2.0) -> bool:
-    """Whether a TCP connection to `host` opens within `timeout` seconds, DNS included.
-
-    DNS lookups ignore socket timeouts, so the probe runs in a daemon thread and we stop waiting at the
-    deadline: the answer never takes much longer than `timeout`. Introduced in notebook 00.
-    """
+    """Whether a TCP connection to `host` opens within `timeout` seconds, DNS included (notebook 00, `begin`)."""
     answer: list[bool] = []
 
     def probe() -> None:
@@ -253,7 +248,7 @@ def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float =
         except OSError:
             answer.append(False)
 
-    thread = threading.Thread(target=probe, daemon=True)
+    thread = threading.Thread(target=probe, daemon=True)  # DNS ignores socket timeouts: stop waiting at the deadline
     thread.start()
     thread.join(timeout)
     return bool(answer and answer[0])

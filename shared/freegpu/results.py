@@ -24,7 +24,7 @@ from typing import Any
 
 from .i18n import tr
 
-__all__ = ["COMMON_KEYS", "Run", "start_run", "library_versions", "format_value",
+__all__ = ["COMMON_KEYS", "Run", "start_run", "format_value",
            "show_table"]
 
 LIBRARIES = ("torch", "accelerate", "transformers", "datasets", "torch_xla", "numpy", "freegpu")

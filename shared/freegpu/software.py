@@ -1,7 +1,7 @@
-"""Software facts for a bug report: environment signals (secrets hidden), `accelerate env`, an Accelerate config.
+"""Secret redaction: what a notebook prints about the environment shows no credential.
 
-Introduced in notebook 00 (environment check). Everything a notebook prints about the environment goes through
-`redact`: values are shown only for the names in `SHOWN_NAMES`, which are known to be harmless.
+Introduced in notebook 00 (environment check); `freegpu.launch` redacts a failed launch's output with `redact`.
+Values are shown only for the names in `SHOWN_NAMES`, which are known to be harmless.
 """
 
 from __future__ import annotations
@@ -9,19 +9,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from .i18n import tr
-
 __all__ = [
     "REDACTED",
-    "SHOWN_NAMES",
     "environment_signals",
     "redact",
-    "accelerate_env_report",
 ]
 
 # Plain text, so it survives markdown and HTML alike (`<redacted>` would become an empty tag on a web page).
@@ -87,9 +81,8 @@ def _stored_secrets() -> list[str]:
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     """`text` with every value that may be a secret replaced by `REDACTED` (notebook 00).
 
-    Replaced: the value of every environment variable outside `SHOWN_NAMES` and the plain POSIX ones (any length
-    for secret-looking names, else from 6 characters and not a version number), the stored Hugging Face and
-    Kaggle credentials, the `user:password@` part of URLs, and strings shaped like Hugging Face or GitHub tokens.
+    Replaced: environment values outside `SHOWN_NAMES` and the plain POSIX names (secret-looking names always,
+    others from 6 characters and not a version), stored HF/Kaggle credentials, URL `user:password@`, token shapes.
     """
     env = os.environ if environ is None else environ
     values = [value for name, value in env.items() if is_secret_name(name) or (
@@ -99,30 +92,3 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
         text = text.replace(value, REDACTED)
     text = _URL_CREDENTIALS.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
     return _TOKEN_SHAPES.sub(REDACTED, text)
-
-
-PYTHON_PREFIX = "<python prefix>"
-
-
-def _hide_prefix(text: str) -> str:
-    """`text` with this interpreter's installation folders (a virtual environment's path says who and where)
-    written as `<python prefix>`, e.g. `<python prefix>/bin/accelerate`."""
-    for prefix in sorted({sys.prefix, sys.base_prefix, sys.exec_prefix} - {"", "/"}, key=len, reverse=True):
-        text = text.replace(prefix, PYTHON_PREFIX)
-    return text
-
-
-def accelerate_env_report(timeout: float = 120.0) -> str:
-    """The output of the `accelerate env` command (a CLI, not a module), passed through `redact` (notebook 00).
-
-    It runs in a child process, so whatever it initialises (CUDA included) stays out of the notebook's process.
-    Paths inside this interpreter's installation are shown relative to it: `<python prefix>/bin/accelerate`.
-    """
-    cli = [sys.executable, "-m", "accelerate.commands.accelerate_cli", "env"]
-    # Put this interpreter's bin folder first, so the report finds the `accelerate` command of this environment.
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    done = subprocess.run(cli, capture_output=True, text=True, timeout=timeout, env={**os.environ, "PATH": path})
-    if done.returncode != 0:
-        raise RuntimeError(tr("`accelerate env` failed ({code}):\n{stderr}").format(code=done.returncode,
-                                                                                    stderr=redact(done.stderr)))
-    return _hide_prefix(redact(done.stdout))
