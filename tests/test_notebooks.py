@@ -59,40 +59,58 @@ def test_bad_parameter_fails_at_the_parameters(name, tmp_path):
     assert not (tmp_path / "results.json").exists()
 
 
-def test_00_environment_check(executed, course_out):
-    record, results = executed("00_environment_check")
-    assert results["device"] == "cpu"
-    assert results["gpus"] == [] and results["tpu"] is None
-    assert results["platform_evidence"].startswith("kernel")
+def test_00_step_1_begin_finds_the_platform(executed, course_out):
+    _, results = executed("00_environment_check")
+    assert results["platform_evidence"].startswith("kernel") and results["kaggle_batch"] is False
+    assert results["working_persists"] is True  # a local disk keeps its outputs
+    assert results["parameters"]["profile"] == "smoke" and results["parameters"]["check_internet"] is True
+    outputs, printed = _printed(course_out, "00_environment_check")
+    assert not any(o["output_type"] == "execute_result" for o in outputs)  # no stray values under cells
+    assert f"evidence: {results['platform_evidence']}" in printed
+
+
+def test_00_step_2_hardware_and_profile(executed, course_out):
+    _, results = executed("00_environment_check")
+    assert results["device"] == "cpu" and results["gpus"] == [] and results["tpu"] is None
     assert results["logical_cpus"] >= 1 and results["physical_cpus"] >= 1 and results["ram_total_gib"] > 0
+    _, printed = _printed(course_out, "00_environment_check")
+    assert f"profile: smoke  ({results['profile_reason']})" in printed  # what begin found, shown
+
+
+def test_00_step_3_software_without_secrets(executed, course_out):
+    _, results = executed("00_environment_check")
+    assert results["accelerate_env_ok"] is True
+    assert "HF_TOKEN" in results["env_signals"] and "HF_TOKEN" in results["env_redacted"]  # listed, value hidden
+    assert set(results["env_redacted"]) <= set(results["env_signals"])
+    _, printed = _printed(course_out, "00_environment_check")
+    assert "<python prefix>/bin/accelerate" in printed and f"{sys.prefix}/bin" not in printed  # no venv path
+
+
+def test_00_step_4_disk_and_network(executed):
+    _, results = executed("00_environment_check")
+    assert 0 < results["disk"]["free_gib"] <= results["disk"]["total_gib"]
+    assert "budget_used_gb" not in results["disk"]  # only Kaggle caps the working folder
+    assert results["internet"] is False  # the test machine is offline; the probe must say so, not hang
+
+
+def test_00_step_5_what_to_tell_accelerate(executed, course_out):
+    from freegpu.hardware import FREE_GPUS, dataloader_workers
+
+    _, results = executed("00_environment_check")
     rec = results["recommendation"]
     assert rec["mixed_precision"] == "no" and rec["num_processes"] == 1
     # The same rule notebook 04 measures, applied to the CPUs the notebook recorded (not this test's machine).
-    from freegpu.hardware import FREE_GPUS, dataloader_workers
-
     assert [rec["num_workers"], rec["reasons"]["num_workers"]] == list(dataloader_workers(results["logical_cpus"], 1))
     assert set(rec["reasons"]) == {"mixed_precision", "num_processes", "num_workers"}
     config = course_out / "results" / "00_environment_check" / results["accelerate_config"]
     loaded = load_config_from_file(str(config))  # the loader `accelerate launch --config_file` uses
     assert loaded.mixed_precision == rec["mixed_precision"] and loaded.use_cpu is True
     assert results["accelerate_config_loaded"]["distributed_type"] == "NO"
-    assert results["accelerate_env_ok"] is True
-    assert results["internet"] is False  # the test machine is offline; the probe must say so, not hang
-    assert "HF_TOKEN" in results["env_signals"] and "HF_TOKEN" in results["env_redacted"]  # listed, value hidden
-    assert set(results["env_redacted"]) <= set(results["env_signals"])
-    assert results["disk"]["free_gib"] <= results["disk"]["total_gib"] and "budget_used_gb" not in results["disk"]
     sims = results["simulated_recommendations"]
     assert list(sims) == list(FREE_GPUS)  # every box of the one home of the simulated GPUs
     t4_workers, _ = dataloader_workers(results["logical_cpus"], 2)
     assert sims["Kaggle GPU T4 x2"] == {"mixed_precision": "fp16", "num_processes": 2, "num_workers": t4_workers}
     assert sims["Colab Pro A100"]["mixed_precision"] == "bf16" and sims["Colab T4"]["mixed_precision"] == "fp16"
-    assert results["parameters"]["profile"] == "smoke" and results["parameters"]["check_internet"] is True
-    outputs = [o for c in json.loads((course_out / "executed" / "00_environment_check.ipynb").read_text())["cells"]
-               if c["cell_type"] == "code" for o in c["outputs"]]
-    assert not any(o["output_type"] == "execute_result" for o in outputs)  # no stray values under cells
-    printed = "".join("".join(o.get("text", "")) for o in outputs)
-    assert "<python prefix>/bin/accelerate" in printed and f"{sys.prefix}/bin" not in printed  # no venv path
-    assert f"profile: smoke  ({results['profile_reason']})" in printed  # what begin found, shown
 
 
 def test_00_runs_with_nbconvert_and_no_parameters(tmp_path):
