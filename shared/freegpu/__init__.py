@@ -11,7 +11,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports torch, so it is imported only when asked
   for (`from freegpu.finetune import train_classifier`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
-- `notebook`: the opening of notebooks 01-06 (what notebook 00 does step by step)
+- `notebook`: `begin`, the opening of every notebook (notebook 00 shows what it finds, step by step)
 - `params`: every notebook's parameter checks, behind one call in its check cell (`params.check_parameters`)
 """
 
