@@ -235,19 +235,6 @@ def test_loaded_checkpoint_restores_weights(tmp_path):
     assert all((a == b).all() for a, b in zip(model.parameters(), other_model.parameters(), strict=True))
 
 
-def test_time_budget_stops_when_a_step_and_a_save_would_not_fit():
-    budget = resume.TimeBudget(10.0)
-    assert not budget.stop_now()  # nothing measured yet: take one step
-    budget.timed_step(2.0)
-    budget.timed_save(3.0)
-    assert not budget.stop_now()  # about 10 s left > 5 s
-    assert resume.TimeBudget(4.0).stop_now() is False
-    tight = resume.TimeBudget(4.0)
-    tight.timed_step(2.0)
-    tight.timed_save(3.0)
-    assert tight.stop_now() is True
-
-
 def test_check_save_fits(tmp_path):
     (tmp_path / "a.bin").write_bytes(b"x" * 1000)
     assert resume.dir_bytes(tmp_path) == 1000
@@ -349,7 +336,6 @@ def test_kaggle_commands_and_dataset_metadata():
 
 def test_wheelhouse_helpers():
     assert wheelhouse.project_source() == Path(__file__).resolve().parents[1]  # an editable install of this tree
-    assert wheelhouse.missing_requirements() == []  # this environment has freegpu's dependencies
     assert wheelhouse.project_source("pip") is None  # installed from an index, not a folder
     assert wheelhouse.project_source("no-such-distribution") is None
 

@@ -89,31 +89,6 @@ def save_checkpoint(accelerator, folder, step, total_limit, written=None):
     return target
 
 
-class TimeBudget:
-    """Seconds this process may still train; `stop_now` says when one more step and a save would not fit.
-
-    Kaggle ends a session at a hard limit without warning: give the training script the time that is left, minus a
-    margin, and let it save and exit cleanly instead of being cut off.
-    """
-
-    def __init__(self, seconds: float):
-        self.seconds, self._start = seconds, time.monotonic()
-        self.slowest_step_s = self.slowest_save_s = 0.0
-
-    def remaining(self) -> float:
-        return self.seconds - (time.monotonic() - self._start)
-
-    def timed_step(self, seconds: float) -> None:
-        self.slowest_step_s = max(self.slowest_step_s, seconds)
-
-    def timed_save(self, seconds: float) -> None:
-        self.slowest_save_s = max(self.slowest_save_s, seconds)
-
-    def stop_now(self) -> bool:
-        """Whether the slowest step seen plus the slowest save seen would run past the budget."""
-        return self.remaining() < self.slowest_step_s + self.slowest_save_s
-
-
 def dir_bytes(path: Path | str) -> int:
     """Bytes of all regular files under `path` (links not followed): what a Kaggle version would keep of it."""
     total = 0

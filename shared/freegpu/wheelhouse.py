@@ -57,26 +57,6 @@ def project_source(dist: str = "freegpu") -> Path | None:
     return Path(url.removeprefix("file://")) if url.startswith("file://") else None
 
 
-def missing_requirements(dist: str = "freegpu", extras: tuple[str, ...] = ()) -> list[str]:
-    """The requirements of `dist` (with `extras`) that this environment does not satisfy: what a wheelhouse must add.
-
-    Run it on the machine you install on (a Kaggle kernel) to see what its image lacks.
-    """
-    missing = []
-    for line in importlib.metadata.requires(dist) or []:
-        req = Requirement(line)
-        if req.marker and not any(req.marker.evaluate({"extra": e}) for e in ("", *extras)):
-            continue
-        try:
-            installed = importlib.metadata.version(req.name)
-        except importlib.metadata.PackageNotFoundError:
-            missing.append(str(req))
-            continue
-        if not req.specifier.contains(installed, prereleases=True):
-            missing.append(str(req))
-    return missing
-
-
 def _pip(*args: str, timeout: float) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -117,7 +97,7 @@ def install_offline(folder: Path, requirement: str, target: Path, *, timeout: fl
     """`pip install --no-index --find-links folder requirement` into `target` (a scratch folder); pip's output.
 
     `--isolated` ignores pip's configuration (extra indexes and find-links folders), so only `folder` is searched.
-    `--no-deps`: the dependencies are the kernel's own packages (see `missing_requirements`), which pip cannot
+    `--no-deps`: the dependencies are the kernel's own packages, which pip cannot
     see from a `--target` folder. `--no-index` makes any download attempt an error instead of a hang.
     """
     done = _pip("--isolated", "install", "--no-index", "--find-links", str(folder), "--no-deps",
