@@ -1,4 +1,5 @@
-"""Notebook 02 (mixed precision) and its helpers: freegpu.precision, models.build_row_transformer."""
+"""Notebook 02 (mixed precision): its results contract, `freegpu.precision.pick_mixed_precision`, and oracles for
+what the notebook's cells teach (its own `DtypeTrace` class, Accelerate's scaler and its fp16 no-op on a CPU)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import math
 import re
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import papermill
 import pytest
@@ -18,25 +18,15 @@ from conftest import NOTEBOOK_DIR
 from freegpu.hardware import HardwareInfo, TpuInfo, detect_hardware
 from freegpu.measure import SavedTensors
 from freegpu.models import build_row_transformer
-from freegpu.precision import (
-    DtypeTrace,
-    article_verdicts,
-    claim_verdicts,
-    dtypes_of,
-    measured_mode,
-    pick_mixed_precision,
-    precision_in_effect,
-    scaler_settings,
-    step_times,
-    with_peak,
-)
+from freegpu.precision import pick_mixed_precision
 
 NAME = "02_mixed_precision"
 T4 = "Tesla T4, 15360, 7.5, 550.54"
 P100 = "Tesla P100-PCIE-16GB, 16384, 6.0, 550.54"
 A100 = "NVIDIA A100-SXM4-40GB, 40960, 8.0, 550.54"
-TORCH_SCALER = {"class": "torch.amp.grad_scaler.GradScaler", "enabled": True, "scale": 65536.0,
-                "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000}
+# torch.amp.GradScaler().state_dict() before any step: torch's defaults
+TORCH_SCALER = {"scale": 65536.0, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000,
+                "_growth_tracker": 0}
 
 
 def gpu(smi: str) -> HardwareInfo:
@@ -49,6 +39,30 @@ def cpu() -> HardwareInfo:
 
 def tpu() -> HardwareInfo:
     return HardwareInfo(2, 1, 8.0, 6.0, tpu=TpuInfo("2.9.0", "TPU", "v5litepod-8", 8))
+
+
+def notebook_cell(startswith: str) -> str:
+    """The source of the notebook's code cell that starts with `startswith`: the cell itself, under test."""
+    cells = json.loads((NOTEBOOK_DIR / f"{NAME}.ipynb").read_text())["cells"]
+    found = [src for src in ("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+             if src.startswith(startswith)]
+    assert len(found) == 1, startswith
+    return found[0]
+
+
+def notebook_dtype_trace():
+    """The notebook's `DtypeTrace` class, run from its own cell."""
+    namespace = {"torch": torch}
+    exec(notebook_cell("from torch.utils._python_dispatch import TorchDispatchMode"), namespace)  # noqa: S102
+    return namespace["DtypeTrace"]
+
+
+def measured_mode(hw: HardwareInfo) -> tuple[str, bool]:
+    """Step 1's rule, from its cell: the mixed mode measured here, and whether it runs on a TPU's host CPU."""
+    rule = notebook_cell("# A CPU measures bf16").split("rows =")[0]
+    namespace = {"hw": hw}
+    exec(rule, namespace)  # noqa: S102
+    return namespace["mode"], namespace["on_host_cpu"]
 
 
 # --- helpers, no kernel ---------------------------------------------------------------------------------------
@@ -74,106 +88,69 @@ def test_pick_mixed_precision_on_simulated_gpus_and_tpu():
         pick_mixed_precision(cpu(), "fp8")
 
 
-def test_measured_mode_is_the_mode_that_runs_for_real():
-    assert measured_mode(cpu())[:2] == ("bf16", False) and "fp16 would do nothing" in measured_mode(cpu()).reason
-    assert measured_mode(gpu(T4))[:2] == ("fp16", False) and "T4" in measured_mode(gpu(T4)).reason
-    assert measured_mode(gpu(f"{T4}\n{T4}")).mode == "fp16"  # Kaggle's GPU T4 x2
-    assert measured_mode(gpu(A100))[:2] == ("bf16", False)
-    assert measured_mode(gpu(f"{A100}\n{T4}")).mode == "fp16"  # the weakest GPU decides
-    assert measured_mode(tpu())[:2] == ("bf16", True)  # a TPU: the host CPU runs this notebook
-
-
-def test_precision_in_effect_detects_a_noop():
-    scaler = torch.amp.GradScaler("cpu")
-    fp16_cpu = SimpleNamespace(mixed_precision="fp16", native_amp=False, scaler=None)
-    fp16_gpu = SimpleNamespace(mixed_precision="fp16", native_amp=True, scaler=scaler)
-    plain = SimpleNamespace(mixed_precision="no", native_amp=False, scaler=None)
-    assert precision_in_effect(fp16_cpu) == {"reports": "fp16", "runs": "no", "native_amp": False, "scaler": None,
-                                             "noop": True}
-    assert precision_in_effect(fp16_gpu)["runs"] == "fp16" and precision_in_effect(fp16_gpu)["noop"] is False
-    assert precision_in_effect(fp16_gpu)["scaler"] == TORCH_SCALER
-    assert precision_in_effect(plain)["noop"] is False
+def test_step_1_rule_is_the_mode_that_runs_for_real():
+    assert measured_mode(cpu()) == ("bf16", False)
+    assert measured_mode(gpu(T4)) == ("fp16", False)
+    assert measured_mode(gpu(f"{T4}\n{T4}"))[0] == "fp16"  # Kaggle's GPU T4 x2
+    assert measured_mode(gpu(A100)) == ("bf16", False)
+    assert measured_mode(gpu(f"{A100}\n{T4}"))[0] == "fp16"  # the weakest GPU decides
+    assert measured_mode(tpu()) == ("bf16", True)  # a TPU: the host CPU runs this notebook
 
 
 def test_a_real_cpu_fp16_accelerator_is_a_noop():
     """In a fresh process: Accelerate keeps one configuration per process."""
-    code = ("import json; from accelerate import Accelerator; from freegpu.precision import precision_in_effect; "
-            "print(json.dumps(precision_in_effect(Accelerator(mixed_precision='fp16', cpu=True))))")
+    code = ("import json; from accelerate import Accelerator; a = Accelerator(mixed_precision='fp16', cpu=True); "
+            "print(json.dumps([a.mixed_precision, a.native_amp, a.scaler is None]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
-    effect = json.loads(done.stdout.strip().splitlines()[-1])
-    assert effect == {"reports": "fp16", "runs": "no", "native_amp": False, "scaler": None, "noop": True}
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["fp16", False, True]
 
 
-def test_scaler_settings_read_torch_defaults_and_accelerates_factory():
+def test_accelerates_scaler_is_torchs_with_its_defaults():
     from accelerate.utils import get_grad_scaler
 
-    assert scaler_settings(torch.amp.GradScaler("cpu")) == TORCH_SCALER
-    assert scaler_settings(get_grad_scaler()) == TORCH_SCALER
-    custom = scaler_settings(torch.amp.GradScaler("cpu", init_scale=8.0, growth_interval=3))
+    assert type(get_grad_scaler()) is torch.amp.GradScaler
+    assert get_grad_scaler().state_dict() == torch.amp.GradScaler("cpu").state_dict() == TORCH_SCALER
+    custom = torch.amp.GradScaler("cpu", init_scale=8.0, growth_interval=3).state_dict()
     assert custom["scale"] == 8.0 and custom["growth_interval"] == 3
 
 
-def test_dtype_trace_sees_what_autocast_runs():
+def test_the_notebooks_dtype_trace_sees_what_autocast_runs():
+    DtypeTrace = notebook_dtype_trace()
     layer = torch.nn.Linear(8, 4)
     x = torch.randn(5, 8)
     with DtypeTrace() as fp32:
         layer(x).sum().backward()
-    assert set(fp32.op_dtypes().values()) == {"float32"} and fp32.count("addmm") == 1
+    assert {dtype for _, dtype in fp32.records} == {"float32"} and [op for op, _ in fp32.records].count("addmm") == 1
     with DtypeTrace() as forward, torch.autocast("cpu", dtype=torch.bfloat16):
         y = layer(x)
-    ops = forward.op_dtypes()
+    ops = dict(forward.records)
     assert ops["addmm"] == "bfloat16" and y.dtype == torch.bfloat16
-    assert forward.signatures()["addmm"] == "(bfloat16, bfloat16, bfloat16) -> bfloat16"
-    assert forward.signatures()["_to_copy(float32->bfloat16)"] == "(float32) -> bfloat16"
-    assert forward.count("_to_copy(float32->bfloat16)") == 3  # weight, bias and input: temporary copies
+    casts = [op for op, _ in forward.records if op == "_to_copy(float32->bfloat16)"]
+    assert len(casts) == 3  # weight, bias and input: temporary copies
     assert layer.weight.dtype == torch.float32
     with DtypeTrace() as backward:
         y.float().sum().backward()
-    assert backward.op_dtypes()["mm"] == "bfloat16" and layer.weight.grad.dtype == torch.float32
-    assert "t" not in backward.op_dtypes() and "view" not in forward.op_dtypes()  # layout ops are left out
+    assert dict(backward.records)["mm"] == "bfloat16" and layer.weight.grad.dtype == torch.float32
+    with DtypeTrace() as fp16, torch.autocast("cpu", dtype=torch.float16):  # fp16 autocast runs on a CPU too
+        F.cross_entropy(layer(x), torch.tensor([0, 1, 2, 3, 0]))
+    assert dict(fp16.records)["addmm"] == "float16" and dict(fp16.records)["nll_loss_forward"] == "float32"
 
 
-def test_claim_verdicts_name_the_mode_they_rest_on():
-    """The GPU branch (fp16 is the claim's own mode) runs here with PyTorch's fp16 autocast on a CPU layer."""
-    layer, x = torch.nn.Linear(8, 4), torch.randn(5, 8)
-    with DtypeTrace() as forward, torch.autocast("cpu", dtype=torch.float16):
-        y = layer(x)
-        weights = dtypes_of(layer.parameters())
-    with DtypeTrace() as backward:
-        y.float().sum().backward()
-    fp16 = claim_verdicts(forward, backward, "fp16", weights, dtypes_of([layer.weight.grad]))
-    assert fp16[0] == "evidence: an fp16 run, the claim's own mode"
-    assert fp16[1].startswith("claim 'weights converted to FP16': does not hold in float16: the weights stay")
-    assert "(mm) ran in float16; .grad is ['torch.float32'] only because" in fp16[2]
-    bf16 = claim_verdicts(forward, backward, "bf16", weights, ["torch.float32"])
-    assert bf16[0].startswith("evidence: a bf16 run: Accelerate's fp16 does nothing on a CPU")
-    assert "does not hold in bfloat16" in bf16[1]  # bf16 evidence is never called fp16
+def test_loss_scaling_oracle():
+    """Step 3 in small: a gradient below fp16's smallest number vanishes, and a scaled loss brings it back."""
+    torch.manual_seed(0)
+    layer, x = torch.nn.Linear(16, 16), torch.randn(4096, 16)
 
+    def weight_grad(scale, dtype=torch.float16):
+        layer.zero_grad()
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            y = layer(x)
+        (y.float().mean() * 1e-3 * scale).backward()
+        return layer.weight.grad / scale
 
-def test_step_times_says_when_a_ratio_is_resolved():
-    import time
-
-    def train(name, steps):
-        time.sleep(0.03 * steps if name == "slow" else 0.0)
-
-    times, text = step_times(train, ("fast", "slow"), steps=1, trials=3)
-    assert times["step_time_resolved"] is True and times["step_time_ratio"] > 10
-    assert [s["n"] for s in times["step_time_ms"].values()] == [3, 3] and "not resolved" not in text
-    same, text = step_times(lambda name, steps: None, ("a", "b"), steps=1, trials=3)
-    if not same["step_time_resolved"]:
-        assert "not resolved on this machine" in text
-
-
-def test_article_verdicts_on_a_gpu_and_without_one():
-    saved = {"activation_bytes": {"no": 100, "fp16": 55}}
-    times = {"step_time_ratio": 0.5, "step_time_resolved": True}
-    gpu = article_verdicts(saved, times, {"no": 1000, "fp16": 800}, "fp16", True)
-    assert gpu[0] == "activations, fp16: 45% fewer bytes kept for backward than fp32."
-    assert "GPU peak memory, fp16 / fp32: 0.80." in gpu and "tensor cores" not in gpu[3]
-    cpu = article_verdicts(saved, {"step_time_ratio": 1.0, "step_time_resolved": False}, {}, "fp16", False)
-    assert any("not measured, there is no CUDA GPU here" in line for line in cpu)
-    assert "not resolved on this machine" in cpu[3] and "with differences" in cpu[4]
-    assert with_peak(torch.device("cpu"), lambda a: a + 1, 1) == (2, None)
+    reference, lost, rescued = weight_grad(1.0, None), weight_grad(1.0), weight_grad(65536.0)
+    assert (lost == 0).all() and (reference != 0).all()
+    assert ((rescued - reference).abs().max() / reference.abs().max()).item() < 1e-2
 
 
 def test_row_transformer_shapes_and_bf16_oracle():
@@ -198,14 +175,13 @@ def test_row_transformer_shapes_and_bf16_oracle():
 def test_02_trace_and_scaling(executed):
     _, r = executed(NAME)
     assert "load_digits" in r["data_source"] and r["measured_on"] == "cpu" and r["model_width"] == 64
-    assert r["measured_mode"] == "bf16" and "CPU" in r["measured_mode_reason"]
-    assert r["measured_on_host_cpu"] is False  # True only on a TPU (see test_measured_mode_...)
+    assert r["measured_mode"] == "bf16"
+    assert r["measured_on_host_cpu"] is False  # True only on a TPU (see test_step_1_rule_...)
     facts = r["format_facts"]
     assert facts["fp16"]["max"] == 65504.0 and facts["bf16"]["max"] > 3e38 and facts["fp32"]["max"] > 3e38
     assert facts["fp16"]["eps"] == 2**-10 and facts["bf16"]["eps"] == 2**-7 and facts["fp32"]["eps"] == 2**-23
     assert facts["fp16"]["smallest_normal"] == 2**-14
     assert facts["bf16"]["smallest_normal"] == facts["fp32"]["smallest_normal"]  # fp32's exponent range
-    assert [facts[f]["bits"] for f in ("fp32", "fp16", "bf16")] == [32, 16, 16]
     assert facts["fp16"]["stores"] == {"70000.0": "inf", "1e-08": "0", "1.001": "1.00098"}
     assert facts["bf16"]["stores"]["1.001"] == "1" and math.isclose(float(facts["bf16"]["stores"]["70000.0"]), 7e4,
                                                                      rel_tol=0.01)
@@ -217,17 +193,11 @@ def test_02_trace_and_scaling(executed):
     assert any("scaled_dot_product" in op and dtype == "bfloat16" for op, dtype in ops.items())
     assert ops["_log_softmax"] == ops["nll_loss_forward"] == "float32"
     assert "_to_copy(float32->bfloat16)" in ops and "_to_copy(bfloat16->float32)" in ops
-    assert r["autocast_weight_casts"] >= 2 * (2 + 4 * r["parameters"]["num_layers"])  # every weight and bias
     assert r["backward_op_dtypes"]["mm"] == "bfloat16" and r["backward_op_dtypes"]["nll_loss_backward"] == "float32"
     assert r["param_dtype_during_autocast"] == r["grad_dtype"] == r["optimizer_state_dtype"] == ["torch.float32"]
     assert r["model_output_dtype"] == "torch.float32"  # convert_outputs_to_fp32
-    assert r["accelerator_effect"] == {"reports": "bf16", "runs": "bf16", "native_amp": True, "scaler": None,
-                                       "noop": False}
+    assert r["accelerator_effect"] == {"mixed_precision": "bf16", "native_amp": True}
     assert r["accelerate_same_ops"] is r["accelerate_same_logits"] is r["accelerate_is_native_amp"] is True
-    # fp16 evidence from PyTorch's autocast alone (Accelerate's fp16 does nothing on a CPU).
-    fp16_ops = r["native_fp16_op_dtypes"]
-    assert fp16_ops["addmm"] == "float16" and fp16_ops["nll_loss_forward"] == "float32"
-    assert r["native_fp16_param_dtype"] == ["torch.float32"]
     # Loss scaling, live on the CPU.
     assert r["fp16_underflow_without_scaling"] is True and r["fp16_survives_with_scaling"] is True
     assert 0 <= r["fp16_rescued_relative_error"] < 1e-2
@@ -241,9 +211,9 @@ def test_02_grad_scaler_walk_follows_the_rules(executed):
     assert interval == r["parameters"]["scaler_growth_interval"] == 2
     assert [w["step"] for w in walk] == list(range(8)) and walk[0]["scale"] == 65536.0
     assert r["scaler_scales"] == [w["scale"] for w in walk] + [walk[-1]["next_scale"]]
-    assert r["scaler_skipped_steps"] == [w["step"] for w in walk if w["skipped"]]
+    skipped = [w["step"] for w in walk if w["skipped"]]
     outlier = r["scaler_outlier_step"]
-    assert outlier == 5 and outlier in r["scaler_skipped_steps"] and walk[outlier]["loss"] in ("nan", "inf")
+    assert outlier == 5 and outlier in skipped and walk[outlier]["loss"] in ("nan", "inf")
     good_run, optimizer_steps = 0, 0
     for w in walk:
         assert walk[w["step"] - 1]["next_scale"] == w["scale"] if w["step"] else True
@@ -262,8 +232,7 @@ def test_02_grad_scaler_walk_follows_the_rules(executed):
 @pytest.mark.notebook
 def test_02_traps_and_recommendations(executed):
     _, r = executed(NAME)
-    assert r["cpu_fp16_effect"] == {"reports": "fp16", "runs": "no", "native_amp": False, "scaler": None,
-                                    "noop": True}
+    assert r["cpu_fp16_effect"] == {"mixed_precision": "fp16", "native_amp": False}
     assert r["cpu_fp16_op_dtypes"] == ["float32"] and r["cpu_fp16_is_noop"] is True
     assert r["requested_mixed_precision"] == "auto" and r["recommended_mixed_precision"] == "no"
     assert r["recommendation_warning"] is None
@@ -286,24 +255,10 @@ def test_02_measurements(executed):
     assert 0.4 < r["activation_bytes_ratio"] <= 0.7  # a transformer block, not only an MLP
     assert 0.4 < saved["fp16"] / saved["no"] <= 0.7  # PyTorch's fp16 autocast: 2 bytes, like bf16
     by_dtype = r["activation_bytes_by_dtype"]
-    assert by_dtype["fp16"].get("float16", 0) > 0 and sum(by_dtype["no"].values()) == saved["no"]
-    times = r["step_time_ms"]
-    for spread in times.values():
-        assert spread["n"] == params["timing_trials"] and 0 < spread["min"] <= spread["median"] <= spread["max"]
-    assert r["step_time_ratio"] == times["bf16"]["median"] / times["no"]["median"]
-    assert 0.2 < r["step_time_ratio"] < 20  # CPU: no tensor cores; recorded, not a speed claim
-    resolved = times["bf16"]["min"] > times["no"]["max"] or times["bf16"]["max"] < times["no"]["min"]
-    assert r["step_time_resolved"] is resolved
-    assert ("step_time_ratio" if resolved else "step_time_resolved") in r["headline"]
-    assert r["train_steps"] == params["train_steps"]
-    loss, accuracy = r["final_loss"], r["final_accuracy"]
-    assert set(loss) == set(accuracy) == {"no", "bf16"}
-    assert all(0 < value < 1.0 for value in loss.values())  # it learned: chance is ln(10) = 2.3
-    assert all(0.8 <= value <= 1.0 for value in accuracy.values())
-    assert r["final_loss_gap"] == abs(loss["bf16"] - loss["no"]) / loss["no"]
-    assert r["final_loss_gap"] <= params["loss_tolerance"] and r["loss_within_tolerance"] is True
-    # No GPU here: the GPU part is recorded as not run, and no GPU number is invented.
-    assert r["gpu_section_ran"] is False and "peak_memory_bytes" not in r and "gpu_name" not in r
+    assert by_dtype["fp16"].get("float16", 0) > 0 and by_dtype["bf16"].get("float32", 0) > 0  # some stay fp32
+    assert all(sum(by_dtype[p].values()) == saved[p] for p in saved)
+    # Cut in issue 24: step times, final losses, GPU peak memory; no such number is recorded.
+    assert not {"step_time_ratio", "final_loss", "peak_memory_bytes", "gpu_name"} & set(r)
     assert set(r["headline"]) <= set(r) and "activation_bytes_ratio" in r["headline"]
 
 
@@ -320,24 +275,18 @@ def printed_and_tables(course_out, record) -> tuple[str, list[str]]:
 def test_02_prints_each_claims_verdict_and_the_accelerator_facts(executed, course_out):
     record, r = executed(NAME)
     printed, tables = printed_and_tables(course_out, record)
-    # The verdicts say they rest on a bf16 run, and the fp16 evidence comes from PyTorch's autocast alone.
-    assert "evidence: a bf16 run: Accelerate's fp16 does nothing on a CPU (step 4)" in printed
-    assert ("claim 'weights converted to FP16': does not hold in bfloat16: the weights stay ['torch.float32']"
-            in printed)
-    assert ("claim 'gradients computed in FP32': the backward matmuls (mm) ran in bfloat16; .grad is "
-            "['torch.float32'] only because the weights are fp32") in printed
-    assert "claim 'differs from native PyTorch AMP', in bf16: does not hold" in printed
-    assert "fp16 autocast, PyTorch alone: matmuls (addmm) in float16" in printed
-    # Activation bytes are the guide's reason, not its GPU-memory claim; the +44% row compares fp16 with fp16.
-    assert "Its claim, 'nearly half of the GPU memory', counts all GPU memory." in printed
-    assert "GPU peak memory: not measured, there is no CUDA GPU here" in printed
-    assert "the +44% row: both columns are fp16" in printed
+    # Each verdict names the mode it was measured in (bf16 on a CPU), beside the numbers it rests on.
+    assert "claim 'weights converted to FP16', in bf16: the weights stay ['torch.float32']" in printed
+    assert "claim 'gradients computed in FP32': backward mm in bfloat16; .grad ['torch.float32']" in printed
+    assert ("claim 'differs from native PyTorch AMP', in bf16: same operations in the same dtypes: True; "
+            "identical logits: True") in printed
+    assert "fp16, no scaling: every output and weight gradient is zero: True" in printed
+    assert "Accelerate's scaler is torch's GradScaler, with torch's defaults: True" in printed
     assert "P100" not in printed
-    assert "no 'finer gradient-scaling strategy' of its own" in printed
-    assert ("accelerator.mixed_precision = 'bf16', accelerator.native_amp = True, accelerator.scaler = None"
-            in printed)
-    assert ("accelerator.mixed_precision = 'fp16', accelerator.native_amp = False, accelerator.scaler = None"
-            in printed)
+    assert "{'mixed_precision': 'bf16', 'native_amp': True}\nmodel output torch.float32" in printed
+    assert "{'mixed_precision': 'fp16', 'native_amp': False}" in printed
+    assert "a silent no-op: True" in printed
+    assert "bf16/fp32 = 0.5" in printed  # the activation bytes the guide's claim rests on
     assert not re.search(r"seed (article )?00\d", printed, re.I)  # learners never saw "seed articles"
     measured = tables[-1]  # "What you measured": the headline only, every value stays in results.json
     assert re.findall(r"^\| `(\w+)` \|", measured, re.M) == r["headline"]

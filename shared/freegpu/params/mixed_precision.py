@@ -11,7 +11,7 @@ from ..precision import MODES
 from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "data_dir", "seed", "mixed_precision", "d_model", "num_layers", "batch_size",
-         "learning_rate", "train_steps", "timing_steps", "timing_trials", "scaler_growth_interval", "loss_tolerance")
+         "learning_rate", "scaler_growth_interval")
 
 
 def check(p: dict[str, Any]) -> None:
@@ -22,10 +22,7 @@ def check(p: dict[str, Any]) -> None:
     for name, low, high in [("d_model", 0, 4096), ("num_layers", 1, 24), ("batch_size", 2, 8192)]:
         check_int(name, p[name], minimum=low, maximum=high)
     check_float("learning_rate", p["learning_rate"], minimum=1e-6, maximum=1.0)
-    for name, low, high in [("train_steps", 1, 20_000), ("timing_steps", 1, 1000), ("timing_trials", 3, 20),
-                            ("scaler_growth_interval", 1, 2000)]:
-        check_int(name, p[name], minimum=low, maximum=high)
-    check_float("loss_tolerance", p["loss_tolerance"], minimum=0.0, maximum=1.0)
+    check_int("scaler_growth_interval", p["scaler_growth_interval"], minimum=1, maximum=2000)
     d_model, batch_size, num_layers = p["d_model"], p["batch_size"], p["num_layers"]
     if d_model % 4:
         raise ValueError(tr("parameter d_model={value!r} must be a multiple of 4 (attention heads)").format(
