@@ -172,7 +172,7 @@ def test_row_transformer_shapes_and_bf16_oracle():
 # --- the notebook -------------------------------------------------------------------------------------------
 
 @pytest.mark.notebook
-def test_02_trace_and_scaling(executed):
+def test_02_step_1_formats_and_the_mode_measured(executed):
     _, r = executed(NAME)
     assert "load_digits" in r["data_source"] and r["measured_on"] == "cpu" and r["model_width"] == 64
     assert r["measured_mode"] == "bf16"
@@ -187,6 +187,11 @@ def test_02_trace_and_scaling(executed):
                                                                      rel_tol=0.01)
     assert math.isclose(float(facts["bf16"]["stores"]["1e-08"]), 1e-8, rel_tol=0.01)
     assert facts["fp32"]["stores"] == {"70000.0": "70000", "1e-08": "1e-08", "1.001": "1.001"}
+
+
+@pytest.mark.notebook
+def test_02_step_2_one_traced_step_is_native_amp(executed):
+    _, r = executed(NAME)
     # Matrix multiplications in bf16, the loss in fp32, weights, gradients and optimizer state in fp32.
     ops = r["autocast_op_dtypes"]
     assert ops["addmm"] == ops["mm"] == "bfloat16"
@@ -198,14 +203,18 @@ def test_02_trace_and_scaling(executed):
     assert r["model_output_dtype"] == "torch.float32"  # convert_outputs_to_fp32
     assert r["accelerator_effect"] == {"mixed_precision": "bf16", "native_amp": True}
     assert r["accelerate_same_ops"] is r["accelerate_same_logits"] is r["accelerate_is_native_amp"] is True
-    # Loss scaling, live on the CPU.
+
+
+@pytest.mark.notebook
+def test_02_step_3_loss_scaling_live_on_the_cpu(executed):
+    _, r = executed(NAME)
     assert r["fp16_underflow_without_scaling"] is True and r["fp16_survives_with_scaling"] is True
     assert 0 <= r["fp16_rescued_relative_error"] < 1e-2
     assert r["accelerate_scaler"] == TORCH_SCALER and r["accelerate_scaler_is_torch_default"] is True
 
 
 @pytest.mark.notebook
-def test_02_grad_scaler_walk_follows_the_rules(executed):
+def test_02_step_3_grad_scaler_walk_follows_the_rules(executed):
     _, r = executed(NAME)
     walk, interval = r["scaler_walk"], r["scaler_growth_interval"]
     assert interval == r["parameters"]["scaler_growth_interval"] == 2
@@ -230,7 +239,7 @@ def test_02_grad_scaler_walk_follows_the_rules(executed):
 
 
 @pytest.mark.notebook
-def test_02_traps_and_recommendations(executed):
+def test_02_step_4_traps_and_recommendations(executed):
     _, r = executed(NAME)
     assert r["cpu_fp16_effect"] == {"mixed_precision": "fp16", "native_amp": False}
     assert r["cpu_fp16_op_dtypes"] == ["float32"] and r["cpu_fp16_is_noop"] is True
@@ -245,7 +254,7 @@ def test_02_traps_and_recommendations(executed):
 
 
 @pytest.mark.notebook
-def test_02_measurements(executed):
+def test_02_step_5_saved_activation_bytes(executed):
     _, r = executed(NAME)
     params = r["parameters"]
     assert params["profile"] == "smoke" and params["mixed_precision"] == "auto" and params["d_model"] == 0
