@@ -212,7 +212,7 @@ def test_01_on_colabs_branch(tmp_path, monkeypatch):
     assert results["eval_accuracy_reloaded"] == results["eval_accuracy"]
     text = (tmp_path / "executed.ipynb").read_text()
     assert "Launching training on one CPU." in text  # Accelerate's own words: it took the Colab branch
-    assert "ignores num_processes=2" in text and "the function ran in this notebook's process: True" in text
+    assert "ignores num_processes=2" in text and "the function ran in this kernel: True" in text
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh
