@@ -1,50 +1,68 @@
-"""Lesson first (issue 17): every notebook reads as a lesson. Counted as ../shared/tools/lesson_surface.py counts:
-non-blank lines; a `%%writefile` cell is a script, counted apart; prose is markdown outside code blocks."""
+"""Lesson first (issues 17 and 24): every notebook reads as a lesson, and no lesson hides in the package.
+
+Counted by the project's own `build/lesson_surface.py` (the course team's tool, same columns): non-blank lines; a
+`%%writefile` cell is a script, counted apart; prose is markdown outside code blocks; `owned` is the package lines
+that one notebook alone names (code moved out of sight is still the notebook's).
+"""
 
 from __future__ import annotations
 
-import re
+import json
 
 import nbformat
-from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT, load_build_script
 
-TARGETS = {"code": 200, "preamble": 30, "longest": 15, "words": 1600, "sentence": 18.0, "pkg_scripts": 0}
-LESSON_FIRST = NOTEBOOK_NAMES  # every notebook
+TARGETS = {"code": 200, "preamble": 30, "longest": 15, "over15": 0, "words": 1600, "sentence": 18.0,
+           "pkg_scripts": 0, "owned": 60}
+# Notebooks whose back room is not dissolved yet (issue 24), with the owned lines they may not exceed: the ceiling
+# only goes down, and a notebook leaves this list once it is within the target.
+OWNED_NOT_YET: dict[str, int] = {"03_memory_tricks": 520, "04_tpu_data_loaders": 201, "05_bert_finetune": 334,
+                                  "06_kaggle_commit_workflow": 359}
 
-
-def surface(nb) -> dict[str, float]:
-    code, preamble, cells, pkg_scripts, prose, seen_step = 0, 0, [], 0, [], False
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            seen_step = seen_step or bool(re.search(r"^## ", cell.source, re.M))
-            prose.append(re.sub(r"```.*?```", " ", cell.source, flags=re.S))
-            continue
-        body = [line for line in cell.source.splitlines() if line.strip()]
-        if body and body[0].startswith("%%writefile"):
-            pkg_scripts += bool(re.search(r"^\s*(from|import)\s+freegpu", cell.source, re.M))
-            continue
-        code += len(body)
-        cells.append(len(body))
-        preamble += 0 if seen_step else len(body)
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", " ".join(prose))
-    words = re.findall(r"[A-Za-z0-9_'`.\-]+|[\u4e00-\u9fff]", text)
-    sentences = [s for s in re.split(r"[.!?。！？]+(?:\s|$)", text) if re.search(r"\w", s)]
-    return {"code": code, "preamble": preamble, "longest": max(cells, default=0), "words": len(words),
-            "sentence": round(len(words) / max(len(sentences), 1), 1), "pkg_scripts": pkg_scripts}
+surface = load_build_script("lesson_surface")
 
 
-def test_surface_counts_like_the_team_tool():
+def test_surface_counts_like_the_team_tool(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import os\n\nx = 1"),
         nbformat.v4.new_markdown_cell("## 1. Step\n\nOne two. Three."),
         nbformat.v4.new_code_cell("%%writefile s.py\nimport freegpu\n"), nbformat.v4.new_code_cell("a\nb\nc")])
-    assert surface(nb) == {"code": 5, "preamble": 2, "longest": 3, "words": 5, "sentence": 1.7, "pkg_scripts": 1}
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    found = surface.survey(str(path))
+    assert {key: found[key] for key in ("code", "preamble", "longest", "words", "sentence", "pkg_scripts")} == {
+        "code": 5, "preamble": 2, "longest": 3, "words": 5, "sentence": 1.7, "pkg_scripts": 1}
+
+
+def test_owned_counts_what_one_notebook_alone_names(tmp_path):
+    package = tmp_path / "shared" / "pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "m.py").write_text("def alone():\n    return 1\n\n\ndef both():\n    pass\n")
+    paths = []
+    for name, source in (("a", "from pkg.m import alone, both\nalone()"), ("b", "both()")):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), tmp_path / f"{name}.ipynb")
+        paths.append(str(tmp_path / f"{name}.ipynb"))
+    assert surface.owned_lines(paths, package) == {paths[0]: 2, paths[1]: 0}
+
+
+def rows() -> dict[str, dict]:
+    paths = [str(NOTEBOOK_DIR / f"{name}.ipynb") for name in NOTEBOOK_NAMES]
+    owned = surface.owned_lines(paths, ROOT / "shared" / "freegpu")
+    return {name: {**surface.survey(path), "owned": owned[path]}
+            for name, path in zip(NOTEBOOK_NAMES, paths, strict=True)}
 
 
 def test_notebooks_are_within_the_lesson_first_targets():
     over = {}
-    for name in LESSON_FIRST:
-        found = surface(nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4))
-        over.update({f"{name} {key}": f"{found[key]} > {limit}" for key, limit in TARGETS.items()
-                     if found[key] > limit})
-    assert not over
+    for name, found in rows().items():
+        for key, limit in TARGETS.items():
+            limit = OWNED_NOT_YET.get(name, limit) if key == "owned" else limit
+            if found[key] > limit:
+                over[f"{name} {key}"] = f"{found[key]} > {limit}"
+    assert not over, json.dumps(over, indent=1)
+
+
+def test_the_not_yet_list_only_shrinks():
+    done = [name for name, ceiling in OWNED_NOT_YET.items() if rows()[name]["owned"] <= TARGETS["owned"]]
+    assert not done, f"{done} are within the owned target now: take them off OWNED_NOT_YET"
