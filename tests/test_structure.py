@@ -146,3 +146,76 @@ def test_setup_cell_is_short_and_links_to_troubleshooting():
         assert f"{settings['repo']}/blob/{settings['branch']}/{sync.TROUBLESHOOTING}" in setup
         extras = settings["extras"][name]
         assert all(f'"{sync.EXTRA_MODULES[e]}"' in setup for e in extras)  # an extra's module missing installs too
+
+
+# Course tooling still inside the package (issue 24 moves it to build/): the list only shrinks.
+CHECKOUT_READERS_NOT_YET = {"kaggle", "wheelhouse"}
+CHECKOUT_PARTS = {"notebooks", "platforms", "build"}
+CYCLES_NOT_YET = {frozenset({"kaggle", "wheelhouse"})}  # the bundle writer and the wheelhouse import each other
+
+
+def package_modules() -> dict[str, ast.Module]:
+    folder = ROOT / "shared" / "freegpu"
+    return {str(p.relative_to(folder).with_suffix("")).replace("/", "."): ast.parse(p.read_text())
+            for p in folder.rglob("*.py")}
+
+
+def reads_checkout(tree: ast.Module) -> list[str]:
+    """String constants (docstrings aside) that name a folder of the course checkout: on Colab none exists."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings and (node.value in CHECKOUT_PARTS or any(
+                f"{part}/" in node.value for part in ("notebooks", "platforms", "build/out")))]
+
+
+def test_the_package_never_reads_the_checkout():
+    readers = {name for name, tree in package_modules().items() if reads_checkout(tree)}
+    assert readers <= CHECKOUT_READERS_NOT_YET, f"{readers - CHECKOUT_READERS_NOT_YET} read the checkout"
+    assert readers == CHECKOUT_READERS_NOT_YET, f"{CHECKOUT_READERS_NOT_YET - readers}: take them off the list"
+
+
+def test_reads_checkout_finds_a_path_but_not_a_docstring():
+    tree = ast.parse('"""Reads notebooks/ and platforms/."""\nsource / "platforms" / "images.toml"\n')
+    assert reads_checkout(tree) == ["platforms"]
+
+
+def imports_within(name: str, tree: ast.Module) -> set[str]:
+    """The package modules `name` imports, at the top or inside a function."""
+    found = set()
+    package = name.rsplit(".", 1)[0] if "." in name else ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package if node.level == 1 else ""
+            if node.module:
+                found.add(f"{base}.{node.module}".lstrip("."))
+            else:
+                found |= {f"{base}.{alias.name}".lstrip(".") for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("freegpu."):
+            found.add(node.module.removeprefix("freegpu."))
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    found = set()
+
+    def visit(node: str, path: list[str]) -> None:
+        for nxt in graph.get(node, ()):
+            if nxt in path:
+                found.add(frozenset(path[path.index(nxt):]))
+            elif len(path) < len(graph):
+                visit(nxt, [*path, nxt])
+
+    for start in graph:
+        visit(start, [start])
+    return found
+
+
+def test_no_import_cycle_in_the_package():
+    graph = {name: imports_within(name, tree) - {name} for name, tree in package_modules().items()
+             if name != "__init__"}
+    found = cycles(graph)
+    assert found <= CYCLES_NOT_YET, [sorted(c) for c in found - CYCLES_NOT_YET]
+    assert found == CYCLES_NOT_YET, f"{CYCLES_NOT_YET - found}: take them off the list"
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {frozenset("abc")}
