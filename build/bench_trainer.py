@@ -6,7 +6,7 @@ Each arm starts from the same weights; its clock runs from a loaded model to a t
 the Trainer, the loaders, the optimizer, the schedule, every step). One untimed round first, then `--trials`
 rounds, the order reversed every other round, so that each pair of arms sees the same machine load.
 
-    course                05's loop as taught: freegpu.finetune.train_classifier, AdamW(fused=True)
+    course                05's loop as taught: the notebook's own train_classifier cell, AdamW(fused=True)
     trainer               `Trainer` with its defaults (optim="adamw_torch_fused" in transformers 5)
     course_default_adamw  05's loop with AdamW's default implementation (a Python loop over tensors on a CPU)
     trainer_adamw_torch   `Trainer` with optim="adamw_torch" (that same default AdamW)
@@ -97,8 +97,6 @@ def course_arm(model, train, collate, args, fused: bool) -> float:
     from torch.utils.data import DataLoader
     from transformers import get_scheduler
 
-    from freegpu.finetune import LossLog, train_classifier
-
     accelerator = Accelerator()
     model = accelerator.prepare(model)
     train_dataloader = DataLoader(train, batch_size=args.batch_size, shuffle=True,
@@ -107,10 +105,21 @@ def course_arm(model, train, collate, args, fused: bool) -> float:
     steps = len(train_dataloader) * args.epochs
     lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=args.warmup_steps, num_training_steps=steps)
     optimizer, train_dataloader, lr_scheduler = accelerator.prepare(optimizer, train_dataloader, lr_scheduler)
-    log = LossLog(accelerator, lr_scheduler, train_dataloader, args.epochs, progress_bar=False)
-    trained = train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, args.epochs,
-                               args.max_grad_norm, log)
-    return statistics.mean(trained["losses"])
+    losses = []  # kept on the device, read once at the end (the notebook reads them 5 at a time)
+    train_classifier = taught_loop()
+    train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, args.epochs,
+                     args.max_grad_norm, losses.append)
+    return statistics.mean(torch.stack(losses).tolist())
+
+
+def taught_loop():
+    """`train_classifier` as notebook 05's cell writes it (its text, run here)."""
+    import nbformat
+
+    notebook = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "05_bert_finetune.ipynb", 4)
+    namespace: dict = {}
+    exec(next(c.source for c in notebook.cells if c.source.startswith("def train_classifier(")), namespace)
+    return namespace["train_classifier"]
 
 
 def trainer_arm(model, train, collate, args, optim: str | None) -> float:

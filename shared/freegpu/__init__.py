@@ -8,8 +8,8 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
 - `memory`, `sharding`: notebook 03 (memory tricks), and `memlab`, its steps measured behind one call each
-- `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports torch, so it is imported only when asked
-  for (`from freegpu.finetune import train_classifier`)
+- `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports Accelerate, so it is imported only when asked
+  for (`from freegpu.finetune import pick_trackers`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
 - `notebook`: `begin`, the opening of every notebook (notebook 00 shows what it finds, step by step)
 - `params`: every notebook's parameter checks, behind one call in its check cell (`params.check_parameters`)

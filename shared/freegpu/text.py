@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from .i18n import tr
 
-__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task", "token_report",
-           "padding_plan", "padding_survey", "padding_report", "pipeline_inputs"]
+__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task", "padding_plan",
+           "padding_survey"]
 
 CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
 FULL_MODEL = "bert-base-uncased"
@@ -151,32 +151,6 @@ def padding_survey(dataset, batch_size: int, collators: dict) -> tuple[dict[str,
         share[name] = 1 - sum(int(m.sum()) for m in masks) / sum(m.numel() for m in masks)
         shapes[name] = len({tuple(m.shape) for m in masks})
     return share, shapes
-
-
-def token_report(tokenizer, train, eval_, max_length: int) -> str:
-    """How many tokenized examples each split has, the median and longest length of the training ones, and the
-    tokens of the first training example."""
-    import statistics
-
-    lengths = [len(ids) for ids in train["input_ids"]]
-    return tr("{train} train / {eval} eval examples; tokens per example: median "
-              "{median:.0f}, max {longest} (cut at {max_length}); the first:\n{tokens}").format(
-        train=len(train), eval=len(eval_), median=statistics.median(lengths), longest=max(lengths),
-        max_length=max_length, tokens=tokenizer.convert_ids_to_tokens(train[0]["input_ids"]))
-
-
-def padding_report(share: dict[str, float], shapes: dict[str, int]) -> str:
-    """`padding_survey`'s result as lines: each collator's share of padding tokens and its batch shapes."""
-    line = tr("{name:8} padding: {share:.0%} of the tokens are padding, {shapes} distinct batch shapes in an epoch")
-    return "\n".join(line.format(name=name, share=share[name], shapes=shapes[name]) for name in share)
-
-
-def pipeline_inputs(dataset, text_fields: tuple[str, ...]) -> list:
-    """`dataset`'s texts as a `text-classification` pipeline takes them: strings, or `{"text", "text_pair"}`."""
-    rows = dataset.select_columns(list(text_fields)).to_list()
-    if len(text_fields) == 1:
-        return [row[text_fields[0]] for row in rows]
-    return [{"text": row[text_fields[0]], "text_pair": row[text_fields[1]]} for row in rows]
 
 
 class PaddingPlan(NamedTuple):
