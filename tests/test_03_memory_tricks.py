@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from freegpu import memory, sharding
+from freegpu import memory
 from freegpu.measure import interleaved_timings
 from freegpu.models import build_row_transformer
 from freegpu.results import COMMON_KEYS
@@ -47,11 +47,7 @@ ASSERTED = {
     "batch_sizes_tried", "budget_bytes", "cap_bytes", "oom_errors", "oom_error_first", "search_follows_x09",
     "second_call_tried", "search_device", "retry_predicate", "batch_search_ran", "batch_search_reason",
     "leak_growth_bytes", "no_leak_growth_bytes", "train_loop_leak_growth_bytes", "leak_live_bytes_per_step",
-    "free_memory_alive_bytes", "zero_table", "zero_per_gpu_bytes", "deepspeed_ran", "deepspeed_reason",
-    "deepspeed_config_stage", "checkpointing_peak_bytes", "checkpointing_backward_peak_ratio", "zero_max_parameters",
-    "zero_fsdp2_launch", "zero_fsdp2_launch_s", "zero_fsdp2_setups", "zero_fsdp2_world_size", "zero_fsdp2_backend",
-    "zero_fsdp2_num_parameters", "zero_fsdp2_share_of_ddp", "zero_fsdp2_max_abs_loss_diff",
-    "accelerate_fsdp_plugin_run", "accelerate_fsdp_plugin_sharded", "accelerate_fsdp_plugin_output_lines",
+    "free_memory_alive_bytes", "checkpointing_peak_bytes", "checkpointing_backward_peak_ratio",
 }
 
 
@@ -172,6 +168,19 @@ def test_03_find_executable_batch_size_under_a_real_cap(run03):
                                           "MemoryError()": False}
 
 
+def _blocked(tmp_path: Path, *modules: str) -> str:
+    """A folder that, first on PYTHONPATH, makes `modules` fail to import: a machine without them."""
+    for module in modules:
+        (tmp_path / "blocked" / module).mkdir(parents=True)
+        (tmp_path / "blocked" / module / "__init__.py").write_text(f"raise ImportError('{module} is not here')\n")
+    return str(tmp_path / "blocked")
+
+
+def _notebook_markdown() -> str:
+    nb = json.loads((Path(__file__).parents[1] / "notebooks" / f"{NAME}.ipynb").read_text())
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
 def _search(out: Path, tmp_path: Path, *flags: str) -> dict:
     """Run step 4's script where freegpu cannot be imported (a learner's machine); return its report."""
     env = {**os.environ, "PYTHONPATH": _blocked(tmp_path, "freegpu"), "OMP_NUM_THREADS": "1",
@@ -212,134 +221,6 @@ def test_03_leaks_and_free_memory(run03):
     assert released[0] == mem["weights"] + mem["grads"] + mem["optimizer_state"]
     assert released[1] == released[0]  # free_memory() alone: your variables still hold everything
     assert released[2] == released[3] == 0  # assigning its return value frees it
-
-
-def test_03_zero_and_deepspeed(run03):
-    _, results, _ = run03
-    bert = results["bert_base_parameters"]
-    assert results["zero_per_gpu_bytes"] == memory.zero_per_gpu_bytes(bert, 2)
-    table = results["zero_table"]
-    assert list(table) == ["stage 0", "stage 1", "stage 2", "stage 3"]
-    gib = [row["per_gpu_gib"] for row in table.values()]
-    assert gib == sorted(gib, reverse=True) and gib[0] == pytest.approx(16 * bert / 1024**3, abs=1e-3)
-    assert all(0 < row["t4_share"] < 1 for row in table.values())
-    assert results["deepspeed_ran"] is False and "CUDA" in results["deepspeed_reason"]
-    assert results["deepspeed_config_stage"] == 2
-    # The table's conclusion: the most parameters whose model states fit a T4, stage by stage.
-    fits = results["zero_max_parameters"]
-    assert fits == memory.zero_max_parameters(15360 * MiB, 2)
-    assert [row["max_parameters"] for row in table.values()] == list(fits.values())
-    assert fits["stage 0"] < fits["stage 1"] < fits["stage 2"] < fits["stage 3"]
-    assert fits["stage 3"] == pytest.approx(2 * fits["stage 0"], rel=1e-6)  # two GPUs: twice the model
-    assert fits["stage 0"] == 15360 * MiB // 16 > 5 * bert  # 16 bytes a parameter; bert-base fits one T4
-
-
-def test_03_zero_run_for_real_on_two_processes(run03):
-    """Issue 18: DDP against FSDP2 on two CPU processes, bytes counted from the tensors each rank keeps."""
-    _, results, out = run03
-    p = results["parameters"]
-    world = results["zero_fsdp2_world_size"]
-    assert world == 2 and results["zero_fsdp2_backend"] == "gloo"
-    assert results["zero_fsdp2_launch"].startswith("torchrun --standalone --nproc_per_node 2 zero_fsdp2.py ")
-    assert f"--steps {p['zero_steps']}" in results["zero_fsdp2_launch"]
-    assert results["zero_fsdp2_num_parameters"] == results["num_parameters"]  # the notebook's transformer
-    rows = results["zero_fsdp2_setups"]
-    assert list(rows) == ["ddp", "fsdp2_reshard", "fsdp2_no_reshard"]
-    full = 4 * results["num_parameters"]  # fp32 weights
-    ddp = rows["ddp"]
-    assert ddp["sharded"] is False
-    assert ddp["weights_bytes_per_rank"] == ddp["grads_bytes_per_rank"] == [full] * world  # every rank holds all
-    assert all(2 * full <= b < 2.01 * full for b in ddp["optimizer_state_bytes_per_rank"])  # AdamW: two moments
-    for name in ("fsdp2_reshard", "fsdp2_no_reshard"):
-        row = rows[name]
-        assert row["sharded"] is True
-        for kind in sharding.KINDS:  # each rank about 1/world of DDP's (padding, AdamW's unsharded step counters)
-            assert 1 / world <= row[f"{kind}_share_of_ddp"] < 1 / world + 0.02, (name, kind)
-            assert all(b < 0.52 * d for b, d in zip(row[f"{kind}_bytes_per_rank"], ddp[f"{kind}_bytes_per_rank"],
-                                                     strict=True))
-        assert 0 <= row["max_abs_loss_diff_to_ddp"] <= 1e-5  # the same training, within float32 round-off
-        assert row["step_time_s"]["n"] == p["zero_steps"] - 1 and row["step_time_s"]["min"] > 0
-        assert results["zero_fsdp2_share_of_ddp"][name] == {k: round(row[f"{k}_share_of_ddp"], 4)
-                                                             for k in sharding.KINDS}
-    # Between forward and backward: True frees the gathered weights (ZeRO-3), False keeps them whole (ZeRO-2).
-    assert rows["fsdp2_reshard"]["weights_between_forward_and_backward_share_of_ddp"] < 0.52
-    assert rows["fsdp2_no_reshard"]["weights_between_forward_and_backward_share_of_ddp"] == 1.0
-    assert results["zero_fsdp2_max_abs_loss_diff"] == max(r["max_abs_loss_diff_to_ddp"] for r in rows.values())
-    assert results["zero_fsdp2_launch_s"] > 0 and "ddp" not in results["zero_fsdp2_share_of_ddp"]
-    assert (out / "zero_fsdp2.py").is_file() and len(list((out / "zero_reports").glob("rank_*.json"))) == world
-
-
-def test_03_accelerate_fsdp_plugin_on_cpu_shards_nothing(run03):
-    """The trap: Accelerate 1.16 with fsdp_plugin and cpu=True runs plain DDP (MULTI_CPU), silently."""
-    _, results, _ = run03
-    trap, ddp = results["accelerate_fsdp_plugin_run"], results["zero_fsdp2_setups"]["ddp"]
-    assert trap["distributed_type"] == ["DistributedType.MULTI_CPU"] * 2
-    assert trap["prepared_as"] == ["DistributedDataParallel"] * 2
-    for kind in sharding.KINDS:
-        assert trap[f"{kind}_bytes_per_rank"] == ddp[f"{kind}_bytes_per_rank"]  # each rank holds everything
-    assert trap["sharded"] is False and results["accelerate_fsdp_plugin_sharded"] is False
-    assert results["accelerate_fsdp_plugin_output_lines"] == []  # and nothing said about it
-
-
-def _blocked(tmp_path: Path, *modules: str) -> str:
-    """A folder that, first on PYTHONPATH, makes `modules` fail to import: a machine without them."""
-    for module in modules:
-        (tmp_path / "blocked" / module).mkdir(parents=True)
-        (tmp_path / "blocked" / module / "__init__.py").write_text(f"raise ImportError('{module} is not here')\n")
-    return str(tmp_path / "blocked")
-
-
-def test_03_zero_script_runs_with_only_torch(run03, tmp_path):
-    """Issue 17: the script a learner copies runs where neither freegpu nor accelerate can be imported."""
-    _, _, out = run03
-    reports = tmp_path / "reports"
-    reports.mkdir()
-    env = {**os.environ, "PYTHONPATH": _blocked(tmp_path, "freegpu", "accelerate"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(out / "zero_fsdp2.py"), "--report_dir", str(reports), "--steps", "2", "--batch_size", "2",
-           "--num_rows", "4", "--row_features", "4", "--d_model", "16", "--num_layers", "1"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ranks = [json.loads(path.read_text()) for path in sorted(reports.glob("rank_*.json"))]
-    assert [r["rank"] for r in ranks] == [0, 1] and "accelerate_plugin" not in ranks[0]
-    rows = sharding.summarize(ranks)
-    assert rows["fsdp2_reshard"]["weights_share_of_ddp"] < 0.6 and rows["fsdp2_reshard"]["sharded"] is True
-
-
-def _notebook_markdown() -> str:
-    nb = json.loads((Path(__file__).parents[1] / "notebooks" / f"{NAME}.ipynb").read_text())
-    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-
-
-def test_03_t4x2_fsdp2_config_is_what_accelerate_launch_reads(tmp_path, monkeypatch):
-    """The config file the notebook shows for Kaggle T4 x2: every key known to `accelerate launch`, and the plugin
-    it yields is FSDP2, resharding after forward, wrapping BertLayer."""
-    import yaml
-    from accelerate import FullyShardedDataParallelPlugin
-    from accelerate.commands.config.config_args import load_config_from_file
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
-    from accelerate.utils import DistributedType
-    from accelerate.utils.launch import prepare_multi_gpu_env
-
-    text = re.search(r"```yaml\n(.*?)```", _notebook_markdown(), re.S).group(1)
-    assert "accelerate launch --config_file fsdp2_t4x2.yaml train.py" in _notebook_markdown()
-    config_file = tmp_path / "fsdp2_t4x2.yaml"
-    config_file.write_text(text)
-    config = load_config_from_file(str(config_file))  # unknown top-level keys raise here
-    assert config.distributed_type == DistributedType.FSDP and config.num_processes == 2
-    args = launch_command_parser().parse_args(["--config_file", str(config_file), "train.py"])
-    assert set(yaml.safe_load(text)["fsdp_config"]) <= set(vars(args))  # a misspelled key would be ignored
-    args, _, _ = _validate_launch_command(args)
-    env = prepare_multi_gpu_env(args)
-    assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
-    for key in [k for k in os.environ if k.startswith("FSDP_")]:
-        monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith(("FSDP_", "ACCELERATE_USE_FSDP")):
-            monkeypatch.setenv(key, value)
-    plugin = FullyShardedDataParallelPlugin()  # as Accelerator() builds it in each launched process
-    assert plugin.fsdp_version == 2 and plugin.reshard_after_forward is True
-    assert plugin.transformer_cls_names_to_wrap == ["BertLayer"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed")
@@ -442,11 +323,6 @@ def test_bert_parameters_match_transformers():
     assert memory.bert_parameters(99, 32, 2, 37, 64) == sum(p.numel() for p in tiny.parameters())
 
 
-def test_zero_per_gpu_bytes_follows_the_zero_paper():
-    per_gpu = memory.zero_per_gpu_bytes(1000, 4)
-    assert per_gpu == {"stage 0": 16000, "stage 1": 4000 + 3000, "stage 2": 2000 + 3500, "stage 3": 4000}
-
-
 def test_interleaved_timings_uses_the_given_clock():
     ticks = iter(range(100))
     times = interleaved_timings({"a": lambda: None, "b": lambda: None}, repeats=2, warmup=1,
@@ -520,36 +396,6 @@ def test_peak_bytes_agrees_with_torch_mem_tracker():
     assert max(peak.peaks.values()) == pytest.approx(theirs["Total"] - params, rel=0.05)
 
 
-def _report(rank: int, weights: dict[str, int], losses: dict[str, list[float]], times: dict[str, list[float]]):
-    return {"rank": rank, "setups": {name: {"weights": w, "grads": w, "optimizer_state": 2 * w, "sharded": w < 100,
-                                            "weights_between_forward_and_backward": w, "losses": losses[name],
-                                            "step_times_s": times[name]} for name, w in weights.items()}}
-
-
-def test_sharding_summarize_against_hand_counts():
-    losses = {"ddp": [2.0, 1.5], "fsdp": [2.0, 1.5 + 1e-7]}
-    reports = [_report(0, {"ddp": 100, "fsdp": 50}, losses, {"ddp": [9.0, 1.0, 3.0], "fsdp": [9.0, 2.0, 4.0]}),
-               _report(1, {"ddp": 100, "fsdp": 52}, losses, {"ddp": [9.0, 2.0, 1.0], "fsdp": [9.0, 6.0, 4.0]})]
-    rows = sharding.summarize(reports, warmup=1)
-    fsdp = rows["fsdp"]
-    assert fsdp["weights_bytes_per_rank"] == [50, 52] and fsdp["weights_share_of_ddp"] == 0.52  # the larger rank
-    assert fsdp["optimizer_state_share_of_ddp"] == 0.52 and fsdp["sharded"] is True and rows["ddp"]["sharded"] is False
-    assert fsdp["max_abs_loss_diff_to_ddp"] == pytest.approx(1e-7)
-    # A step lasts as long as its slowest rank; the warm-up step is dropped.
-    assert rows["ddp"]["step_time_s"] == {"median": 2.5, "min": 2.0, "max": 3.0, "n": 2}
-    assert fsdp["step_time_s"]["median"] == 5.0 and fsdp["step_time_over_ddp"] == 2.0
-
-
-def test_sharding_plugin_run_sees_a_shard_on_any_rank():
-    reports = [{**_report(r, {"ddp": 100}, {"ddp": [1.0]}, {"ddp": [1.0]}),
-                "accelerate_plugin": {"distributed_type": "DistributedType.MULTI_CPU", "prepared_as": "DDP",
-                                      "weights": 100, "grads": 100, "optimizer_state": 200, "sharded": False}}
-               for r in (0, 1)]
-    assert sharding.plugin_run(reports)["sharded"] is False
-    reports[1]["accelerate_plugin"]["grads"] = 50
-    assert sharding.plugin_run(reports)["sharded"] is True
-
-
 class _Run:
     """What memlab's steps use of `results.Run`: `record`."""
 
@@ -569,16 +415,3 @@ def test_memlab_batch_search_without_an_enforced_cap_records_why(monkeypatch, ca
     assert memlab.batch_search(run, "python find_batch_size.py", ".", "cpu", 48) is None
     assert run.values == {"batch_search_ran": False, "batch_search_reason": "darwin does not enforce RLIMIT_AS"}
     assert "step 4 did not run" in capsys.readouterr().out
-
-
-def test_memlab_zero_table_concludes_from_the_numbers(capsys):
-    from freegpu import memlab
-
-    run = _Run()
-    memlab.zero_table(run, 2 * 10**9, 15360 * MiB, num_gpus=2, name="a 2 B model")  # 32 GB of states
-    assert "a 2 B model does not fit one card without ZeRO" in capsys.readouterr().out
-    assert run.values["zero_per_gpu_bytes"] == memory.zero_per_gpu_bytes(2 * 10**9, 2)
-    memlab.zero_table(run, 10**9, 15360 * MiB, num_gpus=2, name="a 1 B model")  # 99% of a T4
-    assert "a 1 B model fits one card without ZeRO, with little left" in capsys.readouterr().out
-    memlab.zero_table(run, memory.bert_parameters(), 15360 * MiB, num_gpus=2, name="bert-base")
-    assert "bert-base needs no ZeRO" in capsys.readouterr().out

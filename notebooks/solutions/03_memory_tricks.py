@@ -42,9 +42,3 @@ with torch.no_grad():
     alive_no_grad = live_after_each_step(True, backward=False)
 assert alive_no_grad == [0] * leak_steps, alive_no_grad
 print(f"under torch.no_grad(), alive after each step: {alive_no_grad}. No graph: nothing saved.")
-
-# %% Exercise 5
-fits4 = memory.zero_max_parameters(t4_bytes, num_gpus=4)
-assert abs(fits4["stage 3"] / fits4["stage 0"] - 4) < 1e-6, fits4
-print(f"on four T4s ZeRO-3 fits the model states of {fits4['stage 3'] / 1e9:.1f} B parameters, "
-      f"four times one card's {fits4['stage 0'] / 1e9:.1f} B (activations not counted).")

@@ -1,7 +1,7 @@
 """Notebook 03's steps, each measured behind one short call: it measures, prints what it found, and records it.
 
-The counters and the arithmetic live in `memory` (what a tensor, a model or a ZeRO stage holds) and `sharding`
-(reading what each rank of a launch reported); this module is the proof layer of notebook 03 around them:
+The counters and the arithmetic live in `memory` (what a tensor or a model holds); this module is the proof
+layer of notebook 03 around them:
 `RowLab` (the seeded model and batches every step uses), then one function per measured lesson, each with a
 docstring that says what it measures and how, and which values it records with `run.record`. Introduced in
 notebook 03.
@@ -19,15 +19,11 @@ from .memory import (
     cuda_peak_bytes,
     hand_rolled_epochs,
     tensor_bytes,
-    zero_max_parameters,
-    zero_per_gpu_bytes,
 )
-from .sharding import KINDS, plugin_run, summarize
 
 __all__ = ["RowLab", "show_breakdown", "activation_sweep", "compare_accumulation", "activations_by_accumulation",
            "show_sync_pattern", "show_hand_rolled", "show_last_group", "checkpointing_memory", "checkpointing_time",
-           "batch_search", "show_leaks", "AliveTensors", "show_released", "zero_table", "launch_reports",
-           "show_setups", "show_plugin_trap"]
+           "batch_search", "show_leaks", "AliveTensors", "show_released"]
 
 def _max_abs_diff(xs, ys) -> float:
     return max((x - y).abs().max().item() for x, y in zip(xs, ys, strict=True))
@@ -365,113 +361,3 @@ def show_released(run, released: dict[str, int]) -> None:
     print(tr("free_memory() alone released {alone:.2f} MiB; assigning what it returned released "
              "{assigned:.2f} MiB").format(alone=(before - alone) / MiB, assigned=(alone - assigned) / MiB))
     run.record(free_memory_alive_bytes=released)
-
-
-def zero_table(run, num_parameters: int, card_bytes: int, num_gpus: int = 2, name: str = "this model") -> None:
-    """The ZeRO paper's arithmetic for a model of `num_parameters` on `num_gpus` cards of `card_bytes`: model-state
-    bytes per GPU at each stage, their share of a card, and the most parameters whose states fit a card; printed
-    with what it concludes (no ZeRO needed while the states take under half a card). Records `zero_table`,
-    `zero_per_gpu_bytes`, `zero_max_parameters`."""
-    from .results import show_table
-
-    zero, fits = zero_per_gpu_bytes(num_parameters, num_gpus), zero_max_parameters(card_bytes, num_gpus)
-    split = {"stage 0": "nothing", "stage 1": "optimizer states", "stage 2": "+ gradients", "stage 3": "+ weights"}
-    table = {stage: {"per_gpu_gib": round(nbytes / 1024**3, 3), "split": split[stage],
-                     "t4_share": round(nbytes / card_bytes, 3), "max_parameters": fits[stage]}
-             for stage, nbytes in zero.items()}
-    shown = {"stage 0": tr("nothing"), "stage 1": tr("optimizer states"), "stage 2": tr("+ gradients"),
-             "stage 3": tr("+ weights")}
-    row_text = tr("{gib} GiB per GPU ({share:.0%} of a T4), split: {split}; "
-                  "a T4 fits the states of {billions:.1f} B parameters")
-    show_table({stage: row_text.format(gib=row["per_gpu_gib"], share=row["t4_share"], split=shown[stage],
-                                       billions=row["max_parameters"] / 1e9)
-                for stage, row in table.items()})
-    freed = (zero["stage 0"] - zero["stage 2"]) / 1024**3
-    share = zero["stage 0"] / card_bytes
-    needs = (tr("needs no ZeRO") if share < 0.5 else tr("fits one card without ZeRO, with little left for "
-                                                        "activations")
-             if share < 1 else tr("does not fit one card without ZeRO"))
-    print(tr("So: {name} {needs}: its model states fill {share:.0%} of one T4. On "
-             "{num_gpus} T4s, ZeRO-2 frees {freed:.1f} GiB per GPU for activations. ZeRO-3 raises the largest model "
-             "whose states fit from {fits0:.1f} B to {fits3:.1f} B parameters.").format(
-        name=name, needs=needs, share=zero["stage 0"] / card_bytes, num_gpus=num_gpus, freed=freed,
-        fits0=fits["stage 0"] / 1e9, fits3=fits["stage 3"] / 1e9))
-    run.record(zero_table=table, zero_per_gpu_bytes=zero, zero_max_parameters=fits)
-
-
-def launch_reports(launch: str, out, report_dir: str = "zero_reports", expected: int = 2):
-    """Run the `launch` command line (torchrun, found beside this kernel's Python) in `out` under the launch guard,
-    one OpenMP thread a process, into a fresh `out/report_dir`. Returns the ranks' reports, the finished process
-    (its stdout and stderr) and the seconds the launch took."""
-    import os
-    import shlex
-    import shutil
-    import sys
-    import time
-    from pathlib import Path
-
-    from .launch import read_reports, run_launch
-
-    reports = Path(out) / report_dir
-    shutil.rmtree(reports, ignore_errors=True)
-    reports.mkdir()
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
-    start = time.perf_counter()
-    done = run_launch(shlex.split(launch), timeout=600, cwd=out, env=env)
-    seconds = time.perf_counter() - start
-    found = read_reports(reports, expected=expected, launcher_log=done.stderr)
-    print(tr("{count} reports in {seconds:.1f} s").format(count=len(found), seconds=seconds))
-    return found, done, seconds
-
-
-def show_setups(run, reports: list[dict], launch: str, launch_s: float) -> dict[str, dict]:
-    """`summarize` the reports (FSDP2's first step sets it up: dropped), print KiB per rank of each kind, the loss
-    difference to DDP and the step time, then each FSDP2 setup's share of DDP's bytes. Records the `zero_fsdp2_*`
-    values; returns the rows."""
-    rows = summarize(reports, warmup=1)
-    columns = {"weights": "weights", "grads": "grads", "optimizer_state": "AdamW",
-               "weights_between_forward_and_backward": "fwd->bwd"}
-    print(f"{'KiB on rank 0/1':18}" + "".join(f"{c:>12}" for c in columns.values()) + "  loss diff  ms/step")
-    for name, row in rows.items():
-        kib = ["/".join(str(round(b / 1024)) for b in row[f"{kind}_bytes_per_rank"]) for kind in columns]
-        print(f"{name:18}" + "".join(f"{k:>12}" for k in kib),
-              f" {row['max_abs_loss_diff_to_ddp']:9.1e} {1000 * row['step_time_s']['median']:8.0f}")
-    fsdp, keep, world = rows["fsdp2_reshard"], rows["fsdp2_no_reshard"], reports[0]["world_size"]
-    print(tr("Each FSDP2 rank holds {weights:.2f} of DDP's weights, "
-             "{grads:.2f} of its gradients and {state:.2f} of its "
-             "AdamW state: about 1/{world} each.").format(weights=fsdp["weights_share_of_ddp"],
-                                                         grads=fsdp["grads_share_of_ddp"],
-                                                         state=fsdp["optimizer_state_share_of_ddp"], world=world))
-    between = "weights_between_forward_and_backward_share_of_ddp"
-    print(tr("Between forward and backward, reshard_after_forward=True held {reshard:.2f} of the weights, False "
-             "{keep:.2f}.").format(reshard=fsdp[between], keep=keep[between]))
-    worst = max(row["max_abs_loss_diff_to_ddp"] for row in rows.values())
-    print(tr("Largest loss difference to DDP: {worst:.1e}. Step time over DDP's: {reshard:.1f}x and "
-             "{keep:.1f}x (gloo on a shared CPU: not a GPU's speed).").format(
-        worst=worst, reshard=fsdp["step_time_over_ddp"], keep=keep["step_time_over_ddp"]))
-    shares = {name: {kind: round(row[f"{kind}_share_of_ddp"], 4) for kind in KINDS}
-              for name, row in rows.items() if name != "ddp"}
-    run.record(zero_fsdp2_launch=launch, zero_fsdp2_launch_s=launch_s, zero_fsdp2_setups=rows,
-               zero_fsdp2_world_size=world, zero_fsdp2_backend=reports[0]["backend"],
-               zero_fsdp2_num_parameters=reports[0]["num_parameters"], zero_fsdp2_share_of_ddp=shares,
-               zero_fsdp2_max_abs_loss_diff=worst)
-    return rows
-
-
-def show_plugin_trap(run, reports: list[dict], rows: dict[str, dict], launch_output: str) -> dict:
-    """What Accelerate's FSDP plugin made of the model on CPU processes (`plugin_run`), against DDP's bytes, and the
-    lines the launch printed about FSDP. Records `accelerate_fsdp_plugin_*`; returns the run."""
-    trap = plugin_run(reports)
-    said = [line for line in launch_output.splitlines() if "fsdp" in line.lower()]
-    print(tr("distributed type {kind}; prepare() returned {prepared}").format(kind=trap["distributed_type"],
-                                                                              prepared=trap["prepared_as"]))
-    for kind in KINDS:
-        ddp = rows["ddp"][f"{kind}_bytes_per_rank"]
-        print(tr("  {kind:16} bytes per rank {mine} (DDP: {ddp})").format(
-            kind=kind, mine=trap[f"{kind}_bytes_per_rank"], ddp=ddp))
-    print(tr("sharded anything: {sharded}; lines the launch printed about FSDP: {lines}").format(
-        sharded=trap["sharded"], lines=len(said)))
-    run.record(accelerate_fsdp_plugin_run=trap, accelerate_fsdp_plugin_sharded=trap["sharded"],
-               accelerate_fsdp_plugin_output_lines=said)
-    return trap

@@ -4,7 +4,7 @@
 saved that are still alive (a leak keeps them); `PeakBytes` follows the tensors a block creates and keeps their peak
 phase by phase (the peak during backward decides an out-of-memory error); `address_space_cap_supported` says
 whether a capped CPU process runs out of memory for real here (step 4's script caps itself); `cuda_peak_bytes` is
-the GPU's own peak counter; `bert_parameters`, `zero_per_gpu_bytes` and `zero_max_parameters` are the arithmetic
+the GPU's own peak counter; `bert_parameters` is the arithmetic
 for models and setups that do not run here; `hand_rolled_epochs` runs the usual hand-written accumulation loop and
 counts what each optimizer step applied. Notebook 03's steps call these through `memlab`.
 """
@@ -19,7 +19,7 @@ from .i18n import tr
 from .measure import PackHooks
 
 __all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "PeakBytes", "address_space_cap_supported",
-           "cuda_peak_bytes", "bert_parameters", "zero_per_gpu_bytes", "zero_max_parameters", "hand_rolled_epochs"]
+           "cuda_peak_bytes", "bert_parameters", "hand_rolled_epochs"]
 
 MiB = 1024**2
 
@@ -174,24 +174,6 @@ def bert_parameters(vocab_size: int = 30522, hidden_size: int = 768, num_layers:
     embeddings = (vocab_size + max_positions + type_vocab_size) * h + 2 * h  # word, position, type, LayerNorm
     layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h  # q, k, v, out, LN, FFN in/out, LN
     return embeddings + num_layers * layer + (h * h + h)  # + pooler
-
-
-def zero_per_gpu_bytes(num_parameters: int, num_gpus: int) -> dict[str, int]:
-    """Bytes of model states per GPU under DeepSpeed ZeRO stages 0-3, mixed-precision Adam (ZeRO paper, sec. 3).
-
-    Per parameter: fp16 weights 2 bytes, fp16 gradients 2, optimizer states 12 (fp32 master weights, momentum,
-    variance). Stage 1 splits the optimizer states over the GPUs, stage 2 also the gradients, stage 3 also the
-    weights. Activations, buffers and the CUDA context come on top.
-    """
-    weights, grads, states, n = 2 * num_parameters, 2 * num_parameters, 12 * num_parameters, num_gpus
-    return {"stage 0": weights + grads + states, "stage 1": weights + grads + states // n,
-            "stage 2": weights + (grads + states) // n, "stage 3": (weights + grads + states) // n}
-
-
-def zero_max_parameters(card_bytes: int, num_gpus: int) -> dict[str, int]:
-    """The most parameters whose model states fit in `card_bytes` per GPU at each ZeRO stage (no activations)."""
-    per_parameter = zero_per_gpu_bytes(1_000_000, num_gpus)
-    return {stage: card_bytes * 1_000_000 // nbytes for stage, nbytes in per_parameter.items()}
 
 
 def hand_rolled_epochs(build, loader, k: int, learning_rate: float, num_epochs: int = 2) -> tuple[list[int], int]:

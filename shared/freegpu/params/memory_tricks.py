@@ -10,7 +10,7 @@ from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "seed", "num_rows", "row_features", "d_model", "num_layers", "batch_size",
          "gradient_accumulation_steps", "learning_rate", "timing_trials", "starting_batch_size", "budget_mib",
-         "leak_steps", "zero_steps")
+         "leak_steps")
 
 
 def check(p: dict[str, Any]) -> None:
@@ -21,8 +21,7 @@ def check(p: dict[str, Any]) -> None:
                             ("num_layers", 1, 48), ("batch_size", 4, 4096), ("timing_trials", 3, 20)]:
         check_int(name, p[name], minimum=low, maximum=high)
     check_int("gradient_accumulation_steps", p["gradient_accumulation_steps"], minimum=2, maximum=p["batch_size"])
-    for name, low, high in [("starting_batch_size", 2, 65536), ("leak_steps", 2, 50), ("budget_mib", 16, 65536),
-                            ("zero_steps", 2, 100)]:
+    for name, low, high in [("starting_batch_size", 2, 65536), ("leak_steps", 2, 50), ("budget_mib", 16, 65536)]:
         check_int(name, p[name], minimum=low, maximum=high)
     for name, divisor in [("d_model", 4), ("batch_size", p["gradient_accumulation_steps"])]:
         if p[name] % divisor:
