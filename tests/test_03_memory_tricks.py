@@ -36,8 +36,8 @@ ASSERTED = {
     "num_parameters", "cuda_peak_step_bytes", "memory_breakdown", "activations_by_seq_len",
     "activation_growth_batch_x2", "activation_growth_seq_x2", "bert_base_parameters", "bert_base_fixed_bytes",
     "t4_bytes_left_for_activations", "accumulation_max_abs_grad_diff", "accumulation_relative_grad_diff",
-    "accumulation_max_abs_weight_diff", "accumulation_relative_weight_diff", "accumulation_largest_step_change",
-    "accumulation_micro_batch_activation_bytes", "activation_bytes_by_accumulation_steps",
+    "accumulation_max_abs_weight_diff", "accumulation_step_change",
+    "activation_bytes_by_accumulation_steps",
     "accumulate_micro_batches_per_step", "accumulate_sync_pattern_epoch1", "scheduler_steps", "batches_seen",
     "hand_rolled_micro_batches_per_step", "hand_rolled_never_applied", "last_group_micro_batches",
     "last_group_gradient_scale", "checkpointing_activation_bytes", "checkpointing_activation_bytes_ratio",
@@ -82,13 +82,11 @@ def test_03_accumulation_equals_the_big_batch(run03):
     _, results, _ = run03
     k = results["parameters"]["gradient_accumulation_steps"]
     assert results["accumulation_relative_grad_diff"] <= 1e-5
-    assert results["accumulation_relative_weight_diff"] <= 1e-5
     assert 0 <= results["accumulation_max_abs_grad_diff"] < 1e-5
     assert 0 <= results["accumulation_max_abs_weight_diff"] < 1e-7
     # One step with the complete gradient: stepping per micro-batch would differ by about the step itself.
-    assert results["accumulation_max_abs_weight_diff"] < 1e-3 * results["accumulation_largest_step_change"]
+    assert results["accumulation_max_abs_weight_diff"] < 1e-3 * results["accumulation_step_change"]
     per_k = {int(kk): v for kk, v in results["activation_bytes_by_accumulation_steps"].items()}
-    assert per_k[k] == results["accumulation_micro_batch_activation_bytes"]
     assert per_k[1] > per_k[2] > per_k[k]  # a smaller k (same effective batch) needs more memory
     assert 0.95 * k < per_k[1] / per_k[k] < 1.05 * k
 

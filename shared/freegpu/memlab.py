@@ -21,7 +21,7 @@ from .memory import (
     tensor_bytes,
 )
 
-__all__ = ["RowLab", "show_breakdown", "activation_sweep", "compare_accumulation", "activations_by_accumulation",
+__all__ = ["RowLab", "show_breakdown", "activation_sweep", "activations_by_accumulation",
            "show_sync_pattern", "show_hand_rolled", "show_last_group", "checkpointing_memory", "checkpointing_time",
            "batch_search", "show_leaks", "AliveTensors", "show_released"]
 
@@ -116,30 +116,6 @@ def activation_sweep(run, lab: RowLab, model, fixed: dict[str, int], batch_size:
                activations_by_seq_len={str(t): n for t, n in by_rows.items()},
                activation_growth_batch_x2=batch_growth, activation_growth_seq_x2=rows_growth)
     return by_batch
-
-
-def compare_accumulation(run, lab: RowLab, big, big_grads, small, accumulated_grads, k: int,
-                         by_batch: dict[int, int]) -> None:
-    """The accumulated gradients and weights against one big batch's: the largest absolute difference, and relative
-    to the largest value and to the largest change the step made (stepping per micro-batch would differ by about
-    that much). Also the activation bytes of one micro-batch. Records the `accumulation_*` values."""
-    batch_size = max(by_batch) // 2
-    grad_diff = _max_abs_diff(accumulated_grads, big_grads)
-    weight_diff = _max_abs_diff(small.parameters(), big.parameters())
-    weight_change = _max_abs_diff(lab.build().parameters(), big.parameters())  # what the step moved
-    micro_bytes = lab.activation_bytes(big, batch_size // k)
-    print(tr("{k} micro-batches of {micro} vs one batch of {batch_size}: max |gradient difference| "
-             "{grad_diff:.2e}, {relative:.1e} of the largest").format(
-        k=k, micro=batch_size // k, batch_size=batch_size, grad_diff=grad_diff,
-        relative=grad_diff / _largest(big_grads)))
-    print(tr("max |weight difference| after the step {weight_diff:.2e}: {relative:.1e} of the "
-             "largest change the step made").format(weight_diff=weight_diff, relative=weight_diff / weight_change))
-    print(tr("activations per forward: {micro:.2f} MiB, not {full:.2f}").format(
-        micro=micro_bytes / MiB, full=by_batch[batch_size] / MiB))
-    run.record(accumulation_max_abs_grad_diff=grad_diff, accumulation_max_abs_weight_diff=weight_diff,
-               accumulation_relative_grad_diff=grad_diff / _largest(big_grads),
-               accumulation_relative_weight_diff=weight_diff / _largest(big.parameters()),
-               accumulation_largest_step_change=weight_change, accumulation_micro_batch_activation_bytes=micro_bytes)
 
 
 def activations_by_accumulation(run, lab: RowLab, model, k: int, by_batch: dict[int, int]) -> None:
@@ -275,14 +251,12 @@ def checkpointing_time(run, model, forwards: dict, inputs, targets, trials: int)
 def batch_search(run, launch: str, out, device_type: str, budget_mib: int) -> dict | None:
     """Run step 4's `find_batch_size.py` (the `launch` command line, with this kernel's Python, under the launch
     guard) and read its REPORT line; print and record the sizes tried, the errors, whether each size is int(0.9 x
-    the previous one), and which exceptions Accelerate retries. On a CPU where RLIMIT_AS is not enforced it does not
+    the previous one). On a CPU where RLIMIT_AS is not enforced it does not
     run (returns None, and records why)."""
     import json
     import os
     import shlex
     import sys
-
-    from accelerate.utils.memory import should_reduce_batch_size
 
     from .launch import run_launch
 
@@ -308,15 +282,10 @@ def batch_search(run, launch: str, out, device_type: str, budget_mib: int) -> di
     if errors:
         print(tr("first error:"), errors[0])
     print(tr("a second call of the decorated function tried {tried}").format(tried=search["second_call_tried"]))
-    first = errors[0] if errors else "CUDA out of memory."
-    retried = {"this RuntimeError": should_reduce_batch_size(RuntimeError(first)),
-               "the same text in a ValueError": should_reduce_batch_size(ValueError(first)),
-               "MemoryError()": should_reduce_batch_size(MemoryError())}
-    print(tr("find_executable_batch_size retries after:"), retried)
     run.record(found_batch_size=search["found_batch_size"], batch_sizes_tried=tried, budget_bytes=budget * MiB,
                cap_bytes=search["cap_bytes"], oom_errors=len(errors), oom_error_first=errors[:1],
                search_follows_x09=follows, second_call_tried=search["second_call_tried"],
-               search_device=search["device"], retry_predicate=retried)
+               search_device=search["device"])
     return search
 
 
