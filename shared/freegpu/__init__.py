@@ -7,7 +7,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `data`, `models`, `launch`: notebook 01 (MNIST migration)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
-- `memory`, `sharding`: notebook 03 (memory tricks), and `memlab`, its steps measured behind one call each
+- `memory`: notebook 03 (memory tricks), and `memlab`, its steps measured behind one call each
 - `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports Accelerate, so it is imported only when asked
   for (`from freegpu.finetune import pick_trackers`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
@@ -33,7 +33,6 @@ from . import (
     profile,
     results,
     resume,
-    sharding,
     software,
     text,
     wheelhouse,
@@ -46,5 +45,5 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
     __version__ = "0+unknown"
 
 __all__ = ["checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "memlab", "memory",
-           "models", "notebook", "platform", "precision", "profile", "results", "resume", "sharding", "software",
+           "models", "notebook", "platform", "precision", "profile", "results", "resume", "software",
            "text", "wheelhouse", "xla", "__version__"]
