@@ -1,0 +1,28 @@
+# Worked solutions to the exercises of notebook 07.
+# The build runs them after the notebook, in its kernel.
+
+# %% Exercise 1
+port = free_port()  # a fresh port: the first launch's may still be closing
+solo = {f"machine {r}": launch.format(n=num_machines, r=r, total=num_machines, port=port, seed=seed)
+        .replace(" ranks ", " ranks_one_each ").split() for r in range(num_machines)}
+run_launches(solo, timeout=launch_timeout_s, env={**os.environ, "OMP_NUM_THREADS": "1"})
+solo_ranks = read_reports("ranks_one_each", num_machines)
+assert [r["machine_rank"] for r in solo_ranks] == list(range(num_machines)), solo_ranks
+print(f"{len(solo_ranks)} ranks, one on each machine: {[r['machine_rank'] for r in solo_ranks]}.")
+
+# %% Exercise 2
+text = Path("multi_node.yaml").read_text()
+Path("four_nodes.yaml").write_text(text.replace("num_machines: 2", "num_machines: 4"))  # 16 GPUs
+four = load_config_from_file("four_nodes.yaml")
+assert four.num_processes // four.num_machines == 4
+print(f"4 machines x 4 GPUs: num_processes is still {four.num_processes} (the total);",
+      f"each machine starts {four.num_processes // four.num_machines}.")
+
+# %% Exercise 3
+text_1 = Path("multi_node.yaml").read_text().replace("machine_rank: 0", "machine_rank: 1")
+Path("machine_1.yaml").write_text(text_1)
+zero = load_config_from_file("multi_node.yaml").to_dict()
+one = load_config_from_file("machine_1.yaml").to_dict()
+differ = sorted(key for key in zero if zero[key] != one[key])
+assert differ == ["machine_rank"], differ
+print(f"Only {differ} differs: every machine names machine 0's address and the same totals.")

@@ -1,0 +1,44 @@
+"""Notebook 07 (beyond one machine): its results contract, and its launch as a learner types it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+NAME = "07_beyond_one_machine"
+
+
+@pytest.fixture(scope="module")
+def nb07(executed, course_out):
+    record, results = executed(NAME)
+    return record, results, course_out / "results" / NAME
+
+
+@pytest.mark.notebook
+def test_07_step1_config_file_counts_all_machines(nb07):
+    _, r, _ = nb07
+    assert r["config_num_processes"] == 16 and r["config_per_machine"] == 8
+
+
+@pytest.mark.notebook
+def test_07_step2_two_machines_one_run(nb07):
+    _, r, out = nb07
+    p = r["parameters"]
+    total = p["num_machines"] * p["processes_per_machine"]
+    assert r["ranks"] == r["world_size"] == total == 4
+    assert r["machine_ranks"] == list(range(p["num_machines"])) == [0, 1]
+    assert r["distributed_type"] == "DistributedType.MULTI_CPU"
+    assert r["losses_equal"] is True and r["launch_mode"] == "loopback"
+    assert 0 < r["launch_s"] < p["launch_timeout_s"]
+    reports = [json.loads(path.read_text()) for path in sorted((out / "ranks").glob("rank_*.json"))]
+    assert [rep["process_index"] for rep in reports] == list(range(total))
+    assert [rep["machine_rank"] for rep in reports] == [0, 0, 1, 1]  # static rendezvous: ranks in machine order
+    assert len({rep["loss"] for rep in reports}) == 1
+
+
+@pytest.mark.notebook
+def test_07_step3_article_num_processes_is_the_total(nb07):
+    _, r, _ = nb07
+    assert r["processes_per_machine_ran"] == [2, 2]
+    assert r["article_num_processes_is_total"] is True
