@@ -34,8 +34,8 @@ def run03(executed, course_out):
 
 ASSERTED = {
     "num_parameters", "cuda_peak_step_bytes", "memory_breakdown", "activations_by_seq_len",
-    "activation_growth_batch_x2", "activation_growth_seq_x2", "bert_base_parameters", "bert_base_fixed_bytes",
-    "t4_bytes_left_for_activations", "accumulation_max_abs_grad_diff", "accumulation_relative_grad_diff",
+    "activation_growth_batch_x2", "activation_growth_seq_x2",
+    "accumulation_max_abs_grad_diff", "accumulation_relative_grad_diff",
     "accumulation_max_abs_weight_diff", "accumulation_step_change",
     "activation_bytes_by_accumulation_steps",
     "accumulate_micro_batches_per_step", "accumulate_sync_pattern_epoch1", "scheduler_steps", "batches_seen",
@@ -43,7 +43,7 @@ ASSERTED = {
     "last_group_gradient_scale", "checkpointing_activation_bytes", "checkpointing_activation_bytes_ratio",
     "checkpointing_same_loss", "checkpointing_max_abs_grad_diff", "checkpointing_step_times_s",
     "checkpointing_step_time_ratio", "checkpointing_step_time_resolved", "timing_clock",
-    "checkpointing_cuda_peak_bytes", "found_batch_size",
+    "found_batch_size",
     "batch_sizes_tried", "budget_bytes", "cap_bytes", "oom_errors", "oom_error_first", "search_follows_x09",
     "second_call_tried", "search_device", "retry_predicate", "batch_search_ran", "batch_search_reason",
     "leak_growth_bytes", "no_leak_growth_bytes", "train_loop_leak_growth_bytes", "leak_live_bytes_per_step",
@@ -71,11 +71,6 @@ def test_03_where_the_memory_goes(run03):
     assert by_rows[p["num_rows"]] == per_batch[p["batch_size"]]
     assert 1.9 < results["activation_growth_seq_x2"] == by_rows[2 * p["num_rows"]] / by_rows[p["num_rows"]]
     assert results["cuda_peak_step_bytes"] is None  # no CUDA here: not run, and recorded as such
-    # bert-base arithmetic: 16 bytes per parameter before any activation, the rest of a T4 left over.
-    bert = results["bert_base_parameters"]
-    assert bert == memory.bert_parameters() == 109_482_240
-    assert results["bert_base_fixed_bytes"] == {"weights": 4 * bert, "grads": 4 * bert, "optimizer_state": 8 * bert}
-    assert results["t4_bytes_left_for_activations"] == 15360 * MiB - 16 * bert
 
 
 def test_03_accumulation_equals_the_big_batch(run03):
@@ -124,9 +119,9 @@ def test_03_checkpointing(run03):
     # A second forward of every block costs CPU time; the median ratio is recorded as a benchmark.
     assert results["checkpointing_step_time_ratio"] > 1.0
     # Resolved when every checkpointed step took longer than every plain one; only then is it a headline.
-    assert results["checkpointing_step_time_resolved"] == (min(times["checkpointed"]) > max(times["plain"]))
+    ratios = [c / p for c, p in zip(times["checkpointed"], times["plain"], strict=True)]
+    assert results["checkpointing_step_time_resolved"] == (min(ratios) > 1 or max(ratios) < 1)  # measure.compare
     assert ("checkpointing_step_time_ratio" in results["headline"]) == results["checkpointing_step_time_resolved"]
-    assert results["checkpointing_cuda_peak_bytes"] == {"plain": None, "checkpointed": None}
 
 
 def test_03_checkpointing_judged_by_the_backward_peak(run03):
@@ -307,18 +302,6 @@ def test_cuda_peak_bytes_without_and_with_a_simulated_gpu(monkeypatch):
     calls.clear()
     assert memory.cuda_peak_bytes(lambda: calls.append("fn")) == 1234
     assert calls == ["sync", "reset", "fn", "sync", "read"]  # the peak covers the call, after the GPU finished
-
-
-@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed")
-def test_bert_parameters_match_transformers():
-    from transformers import BertConfig, BertModel
-
-    with torch.device("meta"):  # no memory, no download
-        base = BertModel(BertConfig())
-        tiny = BertModel(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                    intermediate_size=37, max_position_embeddings=64))
-    assert memory.bert_parameters() == sum(p.numel() for p in base.parameters())
-    assert memory.bert_parameters(99, 32, 2, 37, 64) == sum(p.numel() for p in tiny.parameters())
 
 
 def test_interleaved_timings_uses_the_given_clock():

@@ -16,13 +16,12 @@ from .memory import (
     MiB,
     PeakBytes,
     address_space_cap_supported,
-    cuda_peak_bytes,
     hand_rolled_epochs,
     tensor_bytes,
 )
 
 __all__ = ["RowLab", "show_breakdown", "activation_sweep", "activations_by_accumulation",
-           "show_sync_pattern", "show_hand_rolled", "show_last_group", "checkpointing_memory", "checkpointing_time",
+           "show_sync_pattern", "show_hand_rolled", "show_last_group", "checkpointing_memory",
            "batch_search", "show_leaks", "AliveTensors", "show_released"]
 
 def _max_abs_diff(xs, ys) -> float:
@@ -207,45 +206,6 @@ def checkpointing_memory(run, model, forwards: dict, inputs, targets, fixed: dic
                checkpointing_activation_bytes_ratio=ratios["saved"], checkpointing_backward_peak_ratio=ratios["peak"],
                checkpointing_max_abs_grad_diff=grad_gap, checkpointing_same_loss=same)
     return ratios
-
-
-def checkpointing_time(run, model, forwards: dict, inputs, targets, trials: int) -> dict:
-    """Time a training step with each forward, alternately after a warm-up (`measure.interleaved_timings`). On a CPU
-    the clock is this process's CPU time (`time.process_time`), which other programs cannot inflate; on a GPU it
-    is wall time, after a synchronize. The ratio of the medians is resolved when every checkpointed step took
-    longer than every plain one; otherwise it is printed as not resolved. Records the times, the ratio, whether it
-    is resolved, the clock and the GPU peaks (None without CUDA); returns the ratio and whether it is resolved."""
-    import time
-
-    import torch
-    import torch.nn.functional as F
-
-    from .measure import interleaved_timings, spread
-
-    cuda = inputs.device.type == "cuda"
-
-    def step(forward):
-        model.zero_grad()
-        F.cross_entropy(forward(inputs), targets).backward()
-        if cuda:
-            torch.cuda.synchronize()  # GPU work is asynchronous: wait for it before reading the clock
-
-    candidates = {name: (lambda f=forward: step(f)) for name, forward in forwards.items()}
-    clock = time.perf_counter if cuda else time.process_time
-    times = interleaved_timings(candidates, repeats=trials, warmup=1, clock=clock)
-    peaks = {name: cuda_peak_bytes(fn) for name, fn in candidates.items()}
-    s = {name: spread(t) for name, t in times.items()}
-    for name, row in s.items():
-        print(tr("{name:13} median {median:7.1f} ms/step (min {min:.1f}, max {max:.1f}, n={n}, clock "
-                 "{clock})").format(name=name, median=1000 * row["median"], min=1000 * row["min"],
-                                    max=1000 * row["max"], n=row["n"], clock=clock.__name__))
-    ratio = s["checkpointed"]["median"] / s["plain"]["median"]
-    resolved = s["checkpointed"]["min"] > s["plain"]["max"]
-    print(tr("checkpointed / plain time: {ratio:.2f}").format(ratio=ratio)
-          + ("" if resolved else tr(" (the ranges overlap: not resolved on this machine)")))
-    run.record(checkpointing_step_times_s=times, checkpointing_step_time_ratio=ratio, timing_clock=clock.__name__,
-               checkpointing_step_time_resolved=resolved, checkpointing_cuda_peak_bytes=peaks)
-    return {"ratio": ratio, "resolved": resolved}
 
 
 def batch_search(run, launch: str, out, device_type: str, budget_mib: int) -> dict | None:

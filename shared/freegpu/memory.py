@@ -4,8 +4,7 @@
 saved that are still alive (a leak keeps them); `PeakBytes` follows the tensors a block creates and keeps their peak
 phase by phase (the peak during backward decides an out-of-memory error); `address_space_cap_supported` says
 whether a capped CPU process runs out of memory for real here (step 4's script caps itself); `cuda_peak_bytes` is
-the GPU's own peak counter; `bert_parameters` is the arithmetic
-for models and setups that do not run here; `hand_rolled_epochs` runs the usual hand-written accumulation loop and
+the GPU's own peak counter; `hand_rolled_epochs` runs the usual hand-written accumulation loop and
 counts what each optimizer step applied. Notebook 03's steps call these through `memlab`.
 """
 
@@ -19,7 +18,7 @@ from .i18n import tr
 from .measure import PackHooks
 
 __all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "PeakBytes", "address_space_cap_supported",
-           "cuda_peak_bytes", "bert_parameters", "hand_rolled_epochs"]
+           "cuda_peak_bytes", "hand_rolled_epochs"]
 
 MiB = 1024**2
 
@@ -162,18 +161,6 @@ def cuda_peak_bytes(fn: Callable[[], object]) -> int | None:
     fn()
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated()
-
-
-def bert_parameters(vocab_size: int = 30522, hidden_size: int = 768, num_layers: int = 12,
-                    intermediate_size: int = 3072, max_positions: int = 512, type_vocab_size: int = 2) -> int:
-    """Parameters of a BERT encoder with its pooler (transformers' `BertModel`), from its config: no download.
-
-    The defaults are bert-base-uncased.
-    """
-    h, i = hidden_size, intermediate_size
-    embeddings = (vocab_size + max_positions + type_vocab_size) * h + 2 * h  # word, position, type, LayerNorm
-    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h  # q, k, v, out, LN, FFN in/out, LN
-    return embeddings + num_layers * layer + (h * h + h)  # + pooler
 
 
 def hand_rolled_epochs(build, loader, k: int, learning_rate: float, num_epochs: int = 2) -> tuple[list[int], int]:
