@@ -38,9 +38,7 @@ ASSERTED = {
     "accumulation_max_abs_grad_diff", "accumulation_relative_grad_diff",
     "accumulation_max_abs_weight_diff", "accumulation_step_change",
     "activation_bytes_by_accumulation_steps",
-    "accumulate_micro_batches_per_step", "accumulate_sync_pattern_epoch1", "scheduler_steps", "batches_seen",
-    "hand_rolled_micro_batches_per_step", "hand_rolled_never_applied", "last_group_micro_batches",
-    "last_group_gradient_scale", "checkpointing_activation_bytes", "checkpointing_activation_bytes_ratio",
+    "checkpointing_activation_bytes", "checkpointing_activation_bytes_ratio",
     "checkpointing_same_loss", "checkpointing_max_abs_grad_diff", "checkpointing_step_times_s",
     "checkpointing_step_time_ratio", "checkpointing_step_time_resolved", "timing_clock",
     "found_batch_size",
@@ -84,25 +82,6 @@ def test_03_accumulation_equals_the_big_batch(run03):
     per_k = {int(kk): v for kk, v in results["activation_bytes_by_accumulation_steps"].items()}
     assert per_k[1] > per_k[2] > per_k[k]  # a smaller k (same effective batch) needs more memory
     assert 0.95 * k < per_k[1] / per_k[k] < 1.05 * k
-
-
-def test_03_accumulate_syncs_at_epoch_end_and_the_hand_rolled_loop_does_not(run03):
-    _, results, _ = run03
-    k = results["parameters"]["gradient_accumulation_steps"]
-    num_micro = 2 * k + k // 2
-    epoch = [k, k, num_micro % k]
-    assert results["accumulate_micro_batches_per_step"] == epoch * 2
-    pattern = results["accumulate_sync_pattern_epoch1"]
-    assert len(pattern) == num_micro and [i + 1 for i, s in enumerate(pattern) if s] == [k, 2 * k, num_micro]
-    assert results["batches_seen"] == 2 * num_micro
-    assert results["scheduler_steps"] == len(results["accumulate_micro_batches_per_step"]) < results["batches_seen"]
-    hand = results["hand_rolled_micro_batches_per_step"]
-    assert hand == [k, k, k + num_micro % k, k] and max(hand) > k
-    assert results["hand_rolled_never_applied"] == num_micro % k
-    assert sum(hand) + results["hand_rolled_never_applied"] == results["batches_seen"]
-    # The last, uneven group still divides by k.
-    assert results["last_group_micro_batches"] == num_micro % k
-    assert results["last_group_gradient_scale"] == pytest.approx((num_micro % k) / k, rel=1e-4)
 
 
 def test_03_checkpointing(run03):

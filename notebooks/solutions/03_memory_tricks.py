@@ -10,14 +10,6 @@ print(f"{4 * num_rows} tokens keep {longer / 2**20:.1f} MiB of activations: x{gr
       f"(only the position table grows).")
 
 # %% Exercise 2
-applied, left = memory.hand_rolled_epochs(build, epoch_loader, 8, learning_rate)
-per_epoch = len(epoch_loader)
-assert applied == [8, 8 + per_epoch % 8] and left == per_epoch % 8, (applied, left)
-print(f"k=8, {per_epoch} micro-batches an epoch: the optimizer steps took {applied} micro-batches, "
-      f"and the last {left} were never applied. "
-      f"Epoch 1's leftover spilled into epoch 2's first step.")
-
-# %% Exercise 3
 from accelerate.utils import find_executable_batch_size
 
 halving = []
@@ -37,7 +29,7 @@ assert found == halving[-1] <= 40 < halving[-2], halving
 print(f"halving tried {halving} and found {found}; x0.9 tries more sizes and finds one "
       "closer to 40.")
 
-# %% Exercise 4
+# %% Exercise 3
 with torch.no_grad():
     alive_no_grad = live_after_each_step(True, backward=False)
 assert alive_no_grad == [0] * leak_steps, alive_no_grad

@@ -16,12 +16,11 @@ from .memory import (
     MiB,
     PeakBytes,
     address_space_cap_supported,
-    hand_rolled_epochs,
     tensor_bytes,
 )
 
 __all__ = ["RowLab", "show_breakdown", "activation_sweep", "activations_by_accumulation",
-           "show_sync_pattern", "show_hand_rolled", "show_last_group", "checkpointing_memory",
+           "checkpointing_memory",
            "batch_search", "show_leaks", "AliveTensors", "show_released"]
 
 def _max_abs_diff(xs, ys) -> float:
@@ -129,50 +128,6 @@ def activations_by_accumulation(run, lab: RowLab, model, k: int, by_batch: dict[
     print(tr("k=1 keeps {times:.1f}x the activations of k={k}: lowering k raises memory; to save "
              "memory, raise k and shrink the micro-batch").format(times=per_k[1] / per_k[k], k=k))
     run.record(activation_bytes_by_accumulation_steps={str(kk): v for kk, v in per_k.items()})
-
-
-def show_sync_pattern(run, syncs: list[bool], first_lr: float, last_lr: float, per_epoch: int, k: int) -> None:
-    """From the `sync_gradients` of every micro-batch: how many micro-batches each optimizer step applied, and how
-    often a scheduler that halves the rate at each step stepped. Records `accumulate_*`, `scheduler_steps` and
-    `batches_seen`."""
-    import math
-
-    ends = [i + 1 for i, sync in enumerate(syncs) if sync]  # the micro-batches where a step ran
-    applied = [end - start for start, end in zip([0, *ends], ends, strict=False)]
-    halvings = round(math.log2(first_lr / last_lr))
-    print(tr("{per_epoch} micro-batches per epoch, k={k}, {epochs} epochs").format(
-        per_epoch=per_epoch, k=k, epochs=len(syncs) // per_epoch))
-    print(tr("sync_gradients in epoch 1: {pattern} (S: the optimizer steps)").format(
-        pattern="".join("S" if s else "." for s in syncs[:per_epoch])))
-    print(tr("Accelerate: micro-batches per optimizer step {applied}; the scheduler stepped {halvings} times for "
-             "{batches} batches").format(applied=applied, halvings=halvings, batches=len(syncs)))
-    run.record(accumulate_micro_batches_per_step=applied, scheduler_steps=halvings,
-               accumulate_sync_pattern_epoch1=syncs[:per_epoch], batches_seen=len(syncs))
-
-
-def show_hand_rolled(run, build, loader, k: int, learning_rate: float) -> None:
-    """Run `hand_rolled_epochs` for two epochs, print and record what each step applied and what was left."""
-    applied, left = hand_rolled_epochs(build, loader, k, learning_rate)
-    print(tr("hand-rolled: micro-batches per optimizer step {applied}; {left} left in .grad, never applied").format(
-        applied=applied, left=left))
-    if max(applied) > k:
-        print(tr("the hand-rolled loop applied {most} micro-batches in one step: the end of epoch 1 spilled "
-                 "into epoch 2").format(most=max(applied)))
-    run.record(hand_rolled_micro_batches_per_step=applied, hand_rolled_never_applied=left)
-
-
-def show_last_group(run, net, reference, leftover: int, k: int) -> None:
-    """Notebook 03, step 2: the gradient of an epoch's uneven last group under `accumulate` (`net`) against one plain
-    backward on the same examples (`reference`): the ratio of their norms. Records `last_group_*`."""
-    import torch
-
-    def grad_norm(m):
-        return torch.cat([p.grad.flatten() for p in m.parameters()]).norm().item()
-
-    scale = grad_norm(net) / grad_norm(reference)
-    print(tr("last group: {leftover} of {k} micro-batches; its gradient is {scale:.3f} x the mean gradient of its "
-             "examples: a step {smaller:.0%} smaller").format(leftover=leftover, k=k, scale=scale, smaller=1 - scale))
-    run.record(last_group_micro_batches=leftover, last_group_gradient_scale=scale)
 
 
 def checkpointing_memory(run, model, forwards: dict, inputs, targets, fixed: dict[str, int]) -> dict[str, float]:

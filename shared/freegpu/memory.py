@@ -4,8 +4,7 @@
 saved that are still alive (a leak keeps them); `PeakBytes` follows the tensors a block creates and keeps their peak
 phase by phase (the peak during backward decides an out-of-memory error); `address_space_cap_supported` says
 whether a capped CPU process runs out of memory for real here (step 4's script caps itself); `cuda_peak_bytes` is
-the GPU's own peak counter; `hand_rolled_epochs` runs the usual hand-written accumulation loop and
-counts what each optimizer step applied. Notebook 03's steps call these through `memlab`.
+the GPU's own peak counter. Notebook 03's steps call these through `memlab`.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from .i18n import tr
 from .measure import PackHooks
 
 __all__ = ["tensor_bytes", "state_bytes", "LiveActivations", "PeakBytes", "address_space_cap_supported",
-           "cuda_peak_bytes", "hand_rolled_epochs"]
+           "cuda_peak_bytes"]
 
 MiB = 1024**2
 
@@ -161,23 +160,3 @@ def cuda_peak_bytes(fn: Callable[[], object]) -> int | None:
     fn()
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated()
-
-
-def hand_rolled_epochs(build, loader, k: int, learning_rate: float, num_epochs: int = 2) -> tuple[list[int], int]:
-    """The guide's hand-rolled accumulation loop (`if (i + 1) % k == 0: step`), run for `num_epochs`, counting the
-    micro-batches each optimizer step applied. Returns those counts and the micro-batches left in `.grad`."""
-    import torch
-    import torch.nn.functional as F
-
-    net = build()
-    opt = torch.optim.AdamW(net.parameters(), lr=learning_rate)
-    applied, pending = [], 0
-    for _epoch in range(num_epochs):
-        for i, (x, y) in enumerate(loader):
-            (F.cross_entropy(net(x), y) / k).backward()
-            pending += 1
-            if (i + 1) % k == 0:
-                opt.step()
-                opt.zero_grad()
-                applied, pending = [*applied, pending], 0
-    return applied, pending
