@@ -42,3 +42,10 @@ def test_07_step3_article_num_processes_is_the_total(nb07):
     _, r, _ = nb07
     assert r["processes_per_machine_ran"] == [2, 2]
     assert r["article_num_processes_is_total"] is True
+
+
+@pytest.mark.notebook
+def test_07_step4_wrong_port_times_out_at_the_rendezvous(nb07):
+    _, r, _ = nb07
+    assert r["wrong_port_failed"] is True
+    assert "waiting for clients" in r["wrong_port_message"] and "1/2 clients joined" in r["wrong_port_message"]
