@@ -19,9 +19,8 @@ from .memory import (
     tensor_bytes,
 )
 
-__all__ = ["RowLab", "show_breakdown", "activation_sweep", "activations_by_accumulation",
-           "checkpointing_memory",
-           "batch_search", "show_leaks", "AliveTensors", "show_released"]
+__all__ = ["RowLab", "show_breakdown", "activation_sweep", "activations_by_accumulation", "checkpointing_memory",
+           "batch_search", "AliveTensors"]
 
 def _max_abs_diff(xs, ys) -> float:
     return max((x - y).abs().max().item() for x, y in zip(xs, ys, strict=True))
@@ -204,25 +203,6 @@ def batch_search(run, launch: str, out, device_type: str, budget_mib: int) -> di
     return search
 
 
-def show_leaks(run, runs: dict[str, list[int]], one_batch: int) -> None:
-    """From the live activation bytes after each step of each loop: the growth over the loop, and what one kept loss
-    tensor held, in batches of activations. Records `leak_*` and `*_leak_growth_bytes` (the first loop is the
-    leak, the second `.item()`, the third the training loop)."""
-    growth = {name: alive[-1] - alive[0] for name, alive in runs.items()}
-    for name, alive in runs.items():
-        print(tr("{name:42} alive after each step (MiB): {alive}").format(
-            name=name, alive=[round(a / MiB, 1) for a in alive]))
-    leak, no_leak, train_growth = growth.values()
-    steps = len(next(iter(runs.values())))
-    print(tr("growth over {steps} steps: {leak:.2f} MiB kept by the loss tensors, {no_leak:.2f} MiB with "
-             ".item(), {train:.2f} MiB in the training loop").format(
-        steps=steps, leak=leak / MiB, no_leak=no_leak / MiB, train=train_growth / MiB))
-    print(tr("each kept loss tensor held {times:.2f} x one batch of activations").format(
-        times=leak / (steps - 1) / one_batch))
-    run.record(leak_growth_bytes=leak, no_leak_growth_bytes=no_leak, train_loop_leak_growth_bytes=train_growth,
-               leak_live_bytes_per_step=runs)
-
-
 class AliveTensors:
     """Weak references to a model's weights and gradients and an optimizer's state: `nbytes()` counts those still
     alive, without keeping any of them alive."""
@@ -234,14 +214,3 @@ class AliveTensors:
 
     def nbytes(self) -> int:
         return tensor_bytes(t for t in (ref() for ref in self._refs) if t is not None)
-
-
-def show_released(run, released: dict[str, int]) -> None:
-    """Print what stayed alive after each call; records `free_memory_alive_bytes`."""
-    for name, nbytes in released.items():
-        print(tr("{name:46} {mib:6.2f} MiB of weights, gradients and AdamW state alive").format(
-            name=name, mib=nbytes / MiB))
-    before, alone, assigned = list(released.values())[:3]
-    print(tr("free_memory() alone released {alone:.2f} MiB; assigning what it returned released "
-             "{assigned:.2f} MiB").format(alone=(before - alone) / MiB, assigned=(alone - assigned) / MiB))
-    run.record(free_memory_alive_bytes=released)
