@@ -19,7 +19,7 @@ from .memory import (
     tensor_bytes,
 )
 
-__all__ = ["RowLab", "show_breakdown", "activation_sweep", "activations_by_accumulation", "checkpointing_memory",
+__all__ = ["RowLab", "show_breakdown", "activation_sweep", "checkpointing_memory",
            "batch_search", "AliveTensors"]
 
 def _max_abs_diff(xs, ys) -> float:
@@ -113,20 +113,6 @@ def activation_sweep(run, lab: RowLab, model, fixed: dict[str, int], batch_size:
                activations_by_seq_len={str(t): n for t, n in by_rows.items()},
                activation_growth_batch_x2=batch_growth, activation_growth_seq_x2=rows_growth)
     return by_batch
-
-
-def activations_by_accumulation(run, lab: RowLab, model, k: int, by_batch: dict[int, int]) -> None:
-    """Activation bytes per forward for one effective batch split into 1, 2 and `k` micro-batches; records
-    `activation_bytes_by_accumulation_steps`."""
-    batch_size = max(by_batch) // 2
-    per_k = {kk: by_batch[batch_size] if kk == 1 else lab.activation_bytes(model, batch_size // kk)
-             for kk in sorted({1, 2, k})}
-    for kk, nbytes in per_k.items():
-        print(tr("effective batch {batch_size} as {kk} x {micro}: {mib:6.2f} MiB of activations "
-                 "per forward").format(batch_size=batch_size, kk=kk, micro=batch_size // kk, mib=nbytes / MiB))
-    print(tr("k=1 keeps {times:.1f}x the activations of k={k}: lowering k raises memory; to save "
-             "memory, raise k and shrink the micro-batch").format(times=per_k[1] / per_k[k], k=k))
-    run.record(activation_bytes_by_accumulation_steps={str(kk): v for kk, v in per_k.items()})
 
 
 def checkpointing_memory(run, model, forwards: dict, inputs, targets, fixed: dict[str, int]) -> dict[str, float]:
