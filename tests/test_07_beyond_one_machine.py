@@ -49,3 +49,9 @@ def test_07_step4_wrong_port_times_out_at_the_rendezvous(nb07):
     _, r, _ = nb07
     assert r["wrong_port_failed"] is True
     assert "waiting for clients" in r["wrong_port_message"] and "1/2 clients joined" in r["wrong_port_message"]
+
+
+@pytest.mark.notebook
+def test_07_step1_fsdp2_config_file(nb07):
+    _, r, _ = nb07
+    assert r["fsdp_version"] == 2 and r["fsdp_state_dict"] == "SHARDED_STATE_DICT"
