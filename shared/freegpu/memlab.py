@@ -19,7 +19,7 @@ from .memory import (
     tensor_bytes,
 )
 
-__all__ = ["RowLab", "show_breakdown", "activation_sweep", "checkpointing_memory",
+__all__ = ["RowLab", "activation_sweep", "checkpointing_memory",
            "batch_search", "AliveTensors"]
 
 def _max_abs_diff(xs, ys) -> float:
@@ -78,22 +78,6 @@ class RowLab:
         with SavedTensors() as saved:
             F.cross_entropy(model(inputs), targets)
         return saved.activation_bytes
-
-
-def show_breakdown(run, model, fixed: dict[str, int], activation_bytes: int, batch_size: int,
-                   cuda_peak: int | None) -> None:
-    """Print the bytes of each kind against the weights (AdamW: two moments a weight, plus a step per tensor);
-    record `num_parameters` and `cuda_peak_step_bytes` (None without CUDA)."""
-    batch = tr("activations (batch {batch_size})").format(batch_size=batch_size)
-    for name, nbytes in {**fixed, batch: activation_bytes}.items():
-        print(tr("{name:26} {mib:8.2f} MiB  {times:6.2f} x the weights").format(
-            name=name, mib=nbytes / MiB, times=nbytes / fixed["weights"]))
-    num_parameters = sum(p.numel() for p in model.parameters())
-    print(tr("{count:,} parameters; AdamW state / weights = {ratio:.3f}").format(
-        count=num_parameters, ratio=fixed["optimizer_state"] / fixed["weights"]))
-    print(tr("torch.cuda.max_memory_allocated over backward + step:"),
-          f"{cuda_peak / MiB:.1f} MiB" if cuda_peak is not None else tr("not run (no CUDA device)"))
-    run.record(num_parameters=num_parameters, cuda_peak_step_bytes=cuda_peak)
 
 
 def activation_sweep(run, lab: RowLab, model, fixed: dict[str, int], batch_size: int) -> dict[int, int]:
