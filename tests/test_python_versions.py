@@ -53,8 +53,9 @@ def notebook_code(path) -> str:
         magic = cell.lstrip().startswith("%%")
         lines += ["# " + line if magic or line.lstrip().startswith(("%", "!")) else line
                   for line in cell.splitlines()]
-        if magic:  # a %%writefile cell is a script of its own: check it as Python too
-            lines += cell.split("\n", 1)[1].splitlines() if cell.lstrip().startswith("%%writefile") else []
+        first = cell.lstrip().split("\n", 1)[0]
+        if first.startswith("%%writefile") and first.endswith(".py"):  # a Python script: check it too (not YAML)
+            lines += cell.split("\n", 1)[1].splitlines()
     return "\n".join(lines) + "\n"
 
 
