@@ -12,6 +12,7 @@ from torch.utils.data import TensorDataset
 from freegpu.data import CostlyDataset
 from freegpu.measure import (
     LoaderComparison,
+    compare,
     compare_loaders,
     is_resolved,
     loader_throughput,
@@ -52,6 +53,17 @@ def test_a_ratio_whose_spread_includes_one_is_not_resolved():
     assert is_resolved(spread([1.1, 1.2, 1.3])) and not is_resolved(spread([0.9, 1.0, 1.2]))
     assert ratio_line("a / b", spread([0.9, 1.0, 1.2])).endswith("not resolved on this machine")
     assert ratio_line("a / b", spread([1.1, 1.2, 1.3])) == "a / b: 1.20 (min 1.10, max 1.30, 3 trials)"
+
+
+def test_compare_is_resolved_either_way_and_only_when_every_trial_agrees():
+    assert compare([2.0, 3.0], [1.0, 1.0]) == {"median": 2.5, "min": 2.0, "max": 3.0, "n": 2, "resolved": True}
+    assert compare([0.5, 0.6], [1.0, 1.0])["resolved"]  # faster in every trial counts as much as slower
+    assert not compare([0.9, 1.2], [1.0, 1.0])["resolved"]
+    assert compare([3.0, 1.0], [1.0, 2.0], kind="difference") == {
+        "median": 0.5, "min": -1.0, "max": 2.0, "n": 2, "resolved": False}
+    assert compare([0.0, 0.5], [1.0, 1.0], kind="difference")["resolved"]
+    with pytest.raises(ValueError, match="'ratio' or 'difference'"):
+        compare([1.0], [1.0], kind="share")
 
 
 def test_workers_verdict_names_the_fastest_and_judges_the_rule():

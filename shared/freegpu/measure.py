@@ -170,11 +170,16 @@ def compare(a: list[float], b: list[float], kind: str = "ratio") -> dict[str, fl
     """
     if kind not in ("ratio", "difference"):
         raise ValueError(f"kind={kind!r}: pick 'ratio' or 'difference'")
-    pairs = zip(a, b, strict=True)
-    values = [x / y for x, y in pairs] if kind == "ratio" else [x - y for x, y in pairs]
-    null = 1.0 if kind == "ratio" else 0.0
-    result = spread(values)
-    return {**result, "resolved": result["min"] > null or result["max"] < null}
+    if kind == "ratio":
+        result, null = ratio_spread(a, b), 1.0
+    else:
+        result, null = spread([x - y for x, y in zip(a, b, strict=True)]), 0.0
+    return {**result, "resolved": _excludes(result, null)}
+
+
+def _excludes(values: dict[str, float], null: float) -> bool:
+    """Whether a spread lies wholly on one side of `null`: every trial went the same way."""
+    return values["min"] > null or values["max"] < null
 
 
 def ratio_spread(numerators: list[float], denominators: list[float]) -> dict[str, float]:
@@ -184,7 +189,7 @@ def ratio_spread(numerators: list[float], denominators: list[float]) -> dict[str
 
 def is_resolved(ratio: dict[str, float]) -> bool:
     """Whether a ratio's spread excludes 1: if some trials went each way, the difference is not resolved here."""
-    return not ratio["min"] <= 1 <= ratio["max"]
+    return _excludes(ratio, 1.0)
 
 
 def ratio_line(what: str, ratio: dict[str, float]) -> str:
