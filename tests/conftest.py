@@ -93,6 +93,14 @@ def executed(course_out):
     return run
 
 
+@pytest.fixture(scope="module")
+def notebook_run(executed, course_out, request):
+    """The run of the test module's notebook (its `NAME`): record, results and output folder."""
+    name = request.module.NAME
+    record, results = executed(name)
+    return record, results, course_out / "results" / name
+
+
 @pytest.fixture(scope="session")
 def executed_zh(course_out):
     """`executed_zh(name)` runs the zh notebook of `name` once (smoke profile, planted secrets), like `executed`;

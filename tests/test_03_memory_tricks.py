@@ -26,12 +26,6 @@ NAME = "03_memory_tricks"
 MiB = 2**20
 
 
-@pytest.fixture(scope="module")
-def run03(executed, course_out):
-    record, results = executed(NAME)
-    return record, results, course_out / "results" / NAME
-
-
 ASSERTED = {
     "num_parameters", "cuda_peak_step_bytes", "memory_breakdown", "activations_by_seq_len",
     "activation_growth_batch_x2", "activation_growth_seq_x2",
@@ -49,13 +43,13 @@ ASSERTED = {
 }
 
 
-def test_03_every_recorded_value_is_asserted(run03):
-    _, results, _ = run03
+def test_03_every_recorded_value_is_asserted(notebook_run):
+    _, results, _ = notebook_run
     assert set(results) - set(COMMON_KEYS) == ASSERTED
 
 
-def test_03_where_the_memory_goes(run03):
-    _, results, _ = run03
+def test_03_where_the_memory_goes(notebook_run):
+    _, results, _ = notebook_run
     p = results["parameters"]
     mem = results["memory_breakdown"]
     assert mem["weights"] == 4 * results["num_parameters"] == mem["grads"]  # fp32, one gradient per weight
@@ -71,8 +65,8 @@ def test_03_where_the_memory_goes(run03):
     assert results["cuda_peak_step_bytes"] is None  # no CUDA here: not run, and recorded as such
 
 
-def test_03_accumulation_equals_the_big_batch(run03):
-    _, results, _ = run03
+def test_03_accumulation_equals_the_big_batch(notebook_run):
+    _, results, _ = notebook_run
     k = results["parameters"]["gradient_accumulation_steps"]
     assert results["accumulation_relative_grad_diff"] <= 1e-5
     assert 0 <= results["accumulation_max_abs_grad_diff"] < 1e-5
@@ -84,8 +78,8 @@ def test_03_accumulation_equals_the_big_batch(run03):
     assert 0.95 * k < per_k[1] / per_k[k] < 1.05 * k
 
 
-def test_03_checkpointing(run03):
-    _, results, _ = run03
+def test_03_checkpointing(notebook_run):
+    _, results, _ = notebook_run
     saved = results["checkpointing_activation_bytes"]
     assert saved["plain"] == results["memory_breakdown"]["activations_per_batch"][
         str(results["parameters"]["batch_size"])]
@@ -103,9 +97,9 @@ def test_03_checkpointing(run03):
     assert ("checkpointing_step_time_ratio" in results["headline"]) == results["checkpointing_step_time_resolved"]
 
 
-def test_03_checkpointing_judged_by_the_backward_peak(run03):
+def test_03_checkpointing_judged_by_the_backward_peak(notebook_run):
     """Issue 17: what the forward keeps is not what decides an out-of-memory error; the peak during backward is."""
-    _, results, _ = run03
+    _, results, _ = notebook_run
     saved, peaks = results["checkpointing_activation_bytes"], results["checkpointing_peak_bytes"]
     grads = results["memory_breakdown"]["grads"]
     for name in ("plain", "checkpointed"):
@@ -121,8 +115,8 @@ def test_03_checkpointing_judged_by_the_backward_peak(run03):
     assert "checkpointing_activation_bytes_ratio" not in results["headline"]
 
 
-def test_03_find_executable_batch_size_under_a_real_cap(run03):
-    _, results, out = run03
+def test_03_find_executable_batch_size_under_a_real_cap(notebook_run):
+    _, results, out = notebook_run
     assert results["batch_search_ran"] is True and "RLIMIT_AS" in results["batch_search_reason"]
     tried = results["batch_sizes_tried"]
     assert tried[0] == results["parameters"]["starting_batch_size"] and len(tried) >= 3
@@ -164,23 +158,23 @@ def _search(out: Path, tmp_path: Path, *flags: str) -> dict:
     return json.loads(next(line[7:] for line in done.stdout.splitlines() if line.startswith("REPORT ")))
 
 
-def test_03_the_search_script_runs_uncapped_as_on_a_gpu(run03, tmp_path):
+def test_03_the_search_script_runs_uncapped_as_on_a_gpu(notebook_run, tmp_path):
     """The GPU branch passes --budget_mib 0: no cap, the first size fits (a CPU has room for it)."""
-    report = _search(run03[2], tmp_path, "--starting_batch_size", "8", "--budget_mib", "0")
+    report = _search(notebook_run[2], tmp_path, "--starting_batch_size", "8", "--budget_mib", "0")
     assert report["cap_bytes"] is None and report["batch_sizes_tried"] == [8] and report["errors"] == []
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux only")
-def test_03_the_search_script_caps_itself_without_freegpu(run03, tmp_path):
+def test_03_the_search_script_caps_itself_without_freegpu(notebook_run, tmp_path):
     """Its own cap (RLIMIT_AS from /proc/self/statm) gives the allocator error that Accelerate retries."""
-    report = _search(run03[2], tmp_path, "--starting_batch_size", "65536", "--budget_mib", "32")
+    report = _search(notebook_run[2], tmp_path, "--starting_batch_size", "65536", "--budget_mib", "32")
     assert report["cap_bytes"] > 32 * MiB and report["errors"] and report["found_batch_size"] < 65536
     assert all("DefaultCPUAllocator: can't allocate memory" in error for error in report["errors"])
-    assert "freegpu" not in (run03[2] / "find_batch_size.py").read_text().split('"""', 2)[2]  # no import of it
+    assert "freegpu" not in (notebook_run[2] / "find_batch_size.py").read_text().split('"""', 2)[2]  # no import of it
 
 
-def test_03_leaks_and_free_memory(run03):
-    _, results, _ = run03
+def test_03_leaks_and_free_memory(notebook_run):
+    _, results, _ = notebook_run
     p = results["parameters"]
     one_batch = results["memory_breakdown"]["activations_per_batch"][str(p["batch_size"])]
     assert results["leak_growth_bytes"] == pytest.approx((p["leak_steps"] - 1) * one_batch, rel=0.05)
@@ -220,8 +214,8 @@ def test_03_gradient_checkpointing_enable_warns_in_the_transformers_the_notebook
 
 
 @pytest.mark.notebook
-def test_03_what_you_measured_shows_the_headline_only(run03, course_out):
-    record, results, _ = run03
+def test_03_what_you_measured_shows_the_headline_only(notebook_run, course_out):
+    record, results, _ = notebook_run
     outputs = [o for c in json.loads((course_out / record.executed).read_text())["cells"]
                if c["cell_type"] == "code" for o in c["outputs"]]
     measured = ["".join(o["data"]["text/markdown"]) for o in outputs if "text/markdown" in o.get("data", {})][-1]

@@ -17,15 +17,9 @@ NAME = "06_kaggle_commit_workflow"
 
 # ---------------------------------------------------------------- the notebook, executed once (smoke, CPU, offline)
 
-@pytest.fixture(scope="module")
-def nb06(executed, course_out):
-    record, results = executed(NAME)
-    return record, results, course_out / "results" / NAME
-
-
 @pytest.mark.notebook
-def test_06_kill_and_resume_is_exact(nb06):
-    _, r, out = nb06
+def test_06_kill_and_resume_is_exact(notebook_run):
+    _, r, out = notebook_run
     p = r["parameters"]
     assert r["data_source"].startswith("sklearn.datasets.load_digits")
     assert r["steps_per_epoch"] == math.ceil(1438 / p["batch_size"])  # the digits' train split, 1438 images
@@ -41,8 +35,8 @@ def test_06_kill_and_resume_is_exact(nb06):
 
 
 @pytest.mark.notebook
-def test_06_automatic_naming_pitfalls(nb06):
-    _, r, _ = nb06
+def test_06_automatic_naming_pitfalls(notebook_run):
+    _, r, _ = notebook_run
     limit = r["parameters"]["total_limit"]
     assert r["checkpoint_files"] == ["model.safetensors", "optimizer.bin", "random_states_0.pkl"]
     assert r["automatic_naming_kept"] == [f"checkpoint_{i}" for i in range(1, limit + 1)]
@@ -54,8 +48,8 @@ def test_06_automatic_naming_pitfalls(nb06):
 
 
 @pytest.mark.notebook
-def test_06_kill_during_save_and_output_budget(nb06):
-    _, r, out = nb06
+def test_06_kill_during_save_and_output_budget(notebook_run):
+    _, r, out = notebook_run
     p = r["parameters"]
     step = p["checkpointing_steps"]
     assert r["kill_during_save_exit_status"] == -9
@@ -75,8 +69,8 @@ def test_06_kill_during_save_and_output_budget(nb06):
 
 
 @pytest.mark.notebook
-def test_06_time_budget_and_commit_rehearsal(nb06):
-    _, r, out = nb06
+def test_06_time_budget_and_commit_rehearsal(notebook_run):
+    _, r, out = notebook_run
     stop = r["time_budget_stop"]
     assert stop["event"] == "time_budget" and 0 < stop["step"] < 2 * r["steps_per_epoch"]
     assert stop["remaining_s"] < r["parameters"]["time_budget_s"]
@@ -92,8 +86,8 @@ def test_06_time_budget_and_commit_rehearsal(nb06):
 
 
 @pytest.mark.notebook
-def test_06_kernel_metadata_and_wheelhouse(nb06):
-    _, r, out = nb06
+def test_06_kernel_metadata_and_wheelhouse(notebook_run):
+    _, r, out = notebook_run
     meta = r["kernel_metadata"]
     assert r["kernel_metadata_valid"] is True and meta["machine_shape"] == "NvidiaTeslaT4"
     assert meta["enable_internet"] is False and meta["dataset_sources"] == ["your-kaggle-username/freegpu-wheelhouse"]
@@ -114,9 +108,9 @@ def test_06_kernel_metadata_and_wheelhouse(nb06):
 
 
 @pytest.mark.notebook
-def test_06_wheelhouse_is_the_closure_for_the_kaggle_image(nb06):
+def test_06_wheelhouse_is_the_closure_for_the_kaggle_image(notebook_run):
     """Issue 16: the offline install needs every wheel the setup cell's requirement needs and the image lacks."""
-    _, r, out = nb06
+    _, r, out = notebook_run
     house = out / "wheelhouse"
     manifest = json.loads((house / "manifest.json").read_text())
     notebook = Path(__file__).resolve().parents[1] / "notebooks" / f"{NAME}.ipynb"
@@ -137,8 +131,8 @@ def test_06_wheelhouse_is_the_closure_for_the_kaggle_image(nb06):
 
 
 @pytest.mark.notebook
-def test_06_quota_plan(nb06):
-    _, r, _ = nb06
+def test_06_quota_plan(notebook_run):
+    _, r, _ = notebook_run
     p = r["parameters"]
     assert len(r["setup_s"]) == 4 and all(s > 0 for s in r["setup_s"])
     assert r["median_step_ms"] > 0 and r["epoch_s"] > r["median_step_ms"] / 1000
@@ -150,11 +144,11 @@ def test_06_quota_plan(nb06):
 
 
 @pytest.mark.notebook
-def test_06_outputs_name_no_build_machine_path(nb06):
+def test_06_outputs_name_no_build_machine_path(notebook_run):
     """Paths are printed relative to the output folder (the check cell alone says where that is)."""
     import nbformat
 
-    record, _, out = nb06
+    record, _, out = notebook_run
     nb = nbformat.read(out.parents[1] / record.executed, as_version=4)
     check = next(i for i, c in enumerate(nb.cells) if "check_parameters(NOTEBOOK" in c.source)
     root = str(Path(__file__).resolve().parents[1])

@@ -9,21 +9,15 @@ import pytest
 NAME = "07_beyond_one_machine"
 
 
-@pytest.fixture(scope="module")
-def nb07(executed, course_out):
-    record, results = executed(NAME)
-    return record, results, course_out / "results" / NAME
-
-
 @pytest.mark.notebook
-def test_07_step1_config_file_counts_all_machines(nb07):
-    _, r, _ = nb07
+def test_07_step1_config_file_counts_all_machines(notebook_run):
+    _, r, _ = notebook_run
     assert r["config_num_processes"] == 16 and r["config_per_machine"] == 8
 
 
 @pytest.mark.notebook
-def test_07_step2_two_machines_one_run(nb07):
-    _, r, out = nb07
+def test_07_step2_two_machines_one_run(notebook_run):
+    _, r, out = notebook_run
     p = r["parameters"]
     total = p["num_machines"] * p["processes_per_machine"]
     assert r["ranks"] == r["world_size"] == total == 4
@@ -38,20 +32,20 @@ def test_07_step2_two_machines_one_run(nb07):
 
 
 @pytest.mark.notebook
-def test_07_step3_article_num_processes_is_the_total(nb07):
-    _, r, _ = nb07
+def test_07_step3_article_num_processes_is_the_total(notebook_run):
+    _, r, _ = notebook_run
     assert r["processes_per_machine_ran"] == [2, 2]
     assert r["article_num_processes_is_total"] is True
 
 
 @pytest.mark.notebook
-def test_07_step4_wrong_port_times_out_at_the_rendezvous(nb07):
-    _, r, _ = nb07
+def test_07_step4_wrong_port_times_out_at_the_rendezvous(notebook_run):
+    _, r, _ = notebook_run
     assert r["wrong_port_failed"] is True
     assert "waiting for clients" in r["wrong_port_message"] and "1/2 clients joined" in r["wrong_port_message"]
 
 
 @pytest.mark.notebook
-def test_07_step1_fsdp2_config_file(nb07):
-    _, r, _ = nb07
+def test_07_step1_fsdp2_config_file(notebook_run):
+    _, r, _ = notebook_run
     assert r["fsdp_version"] == 2 and r["fsdp_state_dict"] == "SHARDED_STATE_DICT"
