@@ -23,10 +23,13 @@ IMAGE_STAMPS := $(IMAGE_LANES:%=$(IMAGE_VENVS)/%/.installed)
 
 .PHONY: course test venvs test-main test-xla test-images lab sync i18n pins clean
 
+# DeepSpeed (notebook 07) builds from its source package against the torch installed: wheel and ninja first (~10 s).
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[hub,nlp,smoke-bert,dev,site]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt wheel ninja
+	$(BIN)/python -m pip install --quiet -c constraints.txt --no-build-isolation deepspeed
 	touch $(STAMP)
 
 # Notebook 04 also runs in the XLA lane (.venv-xla, built on first use); `make course NO_XLA=1` skips that lane.
