@@ -57,7 +57,7 @@ $(XLA_STAMP): pyproject.toml constraints.txt
 
 # Notebook 04's TPU half, notebook 05's fine-tuning steps and the TPU starter, run for real by XLA's CPU backend.
 test-xla: $(XLA_STAMP)
-	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py tests/test_xla_lane_05.py \
+	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py tests/test_xla_lane_05.py tests/test_xla_lane_02.py \
 	  tests/test_starters.py::test_kaggle_tpu_v5e8_on_xla
 
 # Notebook 05's loop against transformers' Trainer on the same work, interleaved in one process (a benchmark, not a

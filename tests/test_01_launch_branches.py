@@ -248,3 +248,23 @@ def test_01_decides_multi_gpu_on_two_t4s(tmp_path, monkeypatch):
     assert "launcher_trap_independent_runs" not in results  # the CPU trap does not apply here
     text = (tmp_path / "executed.ipynb").read_text()
     assert "branch: multi_gpu" in text and "Launching training on 2 CPUs." in text  # CPU torch: no CUDA here
+
+
+def test_01_device_fixes_of_issue_26():
+    """Step 4 asks for cpu=True only where there is no GPU (a Colab T4 trains on its GPU); the taught loops keep
+    each loss on the device and read them once; exercise 3's solution trains both loops on one device, and
+    asserts bit-exactness only on a CPU."""
+    from conftest import NOTEBOOK_DIR
+
+    cells = [c.source for c in _notebook_01().cells if c.cell_type == "code"]
+    launch = next(src for src in cells if "ddp = launch_ddp(" in src)
+    assert "launch_ddp(cpu=not hw.gpus," in launch
+    for name in ("train_plain", "train_accelerate"):
+        loop = next(src for src in cells if src.startswith(f"def {name}("))
+        assert ".item()" not in loop and "losses.append(loss.detach())" in loop
+        assert loop.rstrip().splitlines()[-1].strip().startswith("return torch.stack(losses).tolist()")
+    solution = (NOTEBOOK_DIR / "solutions" / "01_mnist_migration.py").read_text()
+    exercise_3 = solution.split("# %% Exercise 3")[1].split("# %% Exercise 4")[0]
+    assert "Accelerator(cpu=True)" not in exercise_3 and "Accelerator()" in exercise_3
+    assert "(p.cpu() - q.cpu())" in exercise_3 and 'if devices == ["cpu"]:' in exercise_3
+    assert ".item())" not in exercise_3.replace(".abs().max().item()", "")

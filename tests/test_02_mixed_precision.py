@@ -59,7 +59,7 @@ def notebook_dtype_trace():
 
 def measured_mode(hw: HardwareInfo) -> tuple[str, bool]:
     """Step 1's rule, from its cell: the mixed mode measured here, and whether it runs on a TPU's host CPU."""
-    rule = notebook_cell("# A CPU measures bf16").split("rows =")[0]
+    rule = notebook_cell("fp16_only = ").split("rows =")[0]
     namespace = {"hw": hw}
     exec(rule, namespace)  # noqa: S102
     return namespace["mode"], namespace["on_host_cpu"]
@@ -97,12 +97,44 @@ def test_step_1_rule_is_the_mode_that_runs_for_real():
     assert measured_mode(tpu()) == ("bf16", True)  # a TPU: the host CPU runs this notebook
 
 
+def test_step_1_turns_torch_xla_off_before_accelerate_is_imported():
+    """On a TPU, `cpu=True` means XLA unless USE_TORCH_XLA=0 is set before the first `import accelerate` (the XLA
+    lane runs the notebook where torch_xla imports: tests/test_xla_lane_02.py). No Accelerator asks for cpu=True
+    to leave a TPU any more."""
+    cells = [("".join(c["source"])) for c in json.loads((NOTEBOOK_DIR / f"{NAME}.ipynb").read_text())["cells"]
+             if c["cell_type"] == "code"]
+    flag = next(i for i, src in enumerate(cells) if 'os.environ["USE_TORCH_XLA"] = "0"' in src)
+    first = next(i for i, src in enumerate(cells) if re.search(r"^(from|import) accelerate", src, re.M))
+    assert flag < first or (flag == first and cells[flag].index("USE_TORCH_XLA") < cells[flag].index("accelerate"))
+    assert "Accelerator(mixed_precision=mode)" in notebook_cell("from accelerate import Accelerator")
+    assert not any(re.search(r"Accelerator\([^)]*cpu=on_host_cpu", src) for src in cells)
+
+
 def test_a_real_cpu_fp16_accelerator_is_a_noop():
     """In a fresh process: Accelerate keeps one configuration per process."""
     code = ("import json; from accelerate import Accelerator; a = Accelerator(mixed_precision='fp16', cpu=True); "
             "print(json.dumps([a.mixed_precision, a.native_amp, a.scaler is None]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == ["fp16", False, True]
+
+
+def test_a_fused_adamw_skip_is_unseen_by_accelerate():
+    """Step 3's caveat (issue 26): with `AdamW(fused=True)` GradScaler lets the fused kernel skip an inf step, so
+    Accelerate's `step_was_skipped` stays False; a for-loop AdamW's skip is reported. Weights are safe either way."""
+    code = ("import json, torch; from accelerate import Accelerator; "
+            "from accelerate.optimizer import AcceleratedOptimizer; Accelerator(cpu=True); seen = {}\n"
+            "for fused in (False, True):\n"
+            "    w, scaler = torch.nn.Parameter(torch.ones(4)), torch.amp.GradScaler('cpu')\n"
+            "    opt = AcceleratedOptimizer(torch.optim.AdamW([w], lr=0.1, fused=fused), scaler=scaler)\n"
+            "    scaler.scale(torch.ones(()))\n"  # the scale exists, as after scaler.scale(loss)
+            "    w.grad = torch.full((4,), float('inf'))\n"
+            "    opt.step()\n"
+            "    kept = torch.equal(w.detach(), torch.ones(4))\n"
+            "    seen[str(fused)] = [opt.step_was_skipped, kept, scaler.get_scale()]\n"
+            "print(json.dumps(seen))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"False": [True, True, 32768.0], "True": [False, True, 32768.0]}
 
 
 def test_accelerates_scaler_is_torchs_with_its_defaults():

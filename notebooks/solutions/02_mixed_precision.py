@@ -39,10 +39,16 @@ print(f"bf16 without scaling: the weight gradient survives, within {bf16_error:.
       f"bf16's smallest normal is {torch.finfo(torch.bfloat16).tiny:.1e}, as fp32's: no GradScaler")
 
 # %% Exercise 4
-t4 = detect_hardware(nvidia_smi="Tesla T4, 15360, 7.5, 550.54", topology="")
-# step 1's rule
-t4_fp16_only = t4.device_kind == "cuda" and not all(g.bf16_tensor_cores for g in t4.gpus)
-t4_mode, t4_bf16 = ("fp16" if t4_fp16_only else "bf16"), pick_mixed_precision(t4, "bf16")
-assert t4_mode == "fp16" and t4_bf16.warning is not None, "a T4: fp16, and bf16 warns"
-print(f"simulated T4: step 1's rule picks {t4_mode!r} (fp16 tensor cores only); a bf16 request "
-      f"keeps {t4_bf16.mode!r} and warns: {t4_bf16.warning}")
+with torch.autocast(device.type, dtype=torch.float16), DtypeTrace() as fp16_trace:
+    fresh_model(device)(inputs)  # step 2's batch, in Accelerate's fp16 autocast, by hand
+
+
+def ran_in_16_bits(records):  # the ops that made a 16-bit tensor, with both formats named "16"
+    return [op.replace("bfloat16", "16").replace("float16", "16") for op, dtype in records
+            if dtype in ("float16", "bfloat16")]
+
+
+fp16_ops, mode_ops = ran_in_16_bits(fp16_trace.records), ran_in_16_bits(forward.records)
+assert fp16_ops and fp16_ops == mode_ops[: len(fp16_ops)], (fp16_ops, mode_ops)
+print(f"fp16 autocast on {device.type}: {len(fp16_ops)} ops made 16-bit tensors, the same ops "
+      f"in the same order as in {mode}: {sorted(set(fp16_ops))}")
