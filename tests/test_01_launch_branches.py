@@ -268,3 +268,4 @@ def test_01_device_fixes_of_issue_26():
     assert "Accelerator(cpu=True)" not in exercise_3 and "Accelerator()" in exercise_3
     assert "(p.cpu() - q.cpu())" in exercise_3 and 'if devices == ["cpu"]:' in exercise_3
     assert ".item())" not in exercise_3.replace(".abs().max().item()", "")
+    assert "with accelerator.main_process_first():" in _script_01()  # one download of MNIST, not one per process

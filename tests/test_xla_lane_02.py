@@ -80,3 +80,19 @@ def test_02_runs_on_the_host_cpu_where_torch_xla_imports(tmp_path):
     assert r["accelerate_is_native_amp"] is True and r["param_dtype_during_autocast"] == ["torch.float32"]
     assert r["cpu_fp16_effect"] == {"mixed_precision": "fp16", "native_amp": False} and r["cpu_fp16_is_noop"] is True
     assert r["fp16_underflow_without_scaling"] is True and r["fp16_survives_with_scaling"] is True
+
+
+def test_01_tpu_branch_runs_on_the_host_cpu(tmp_path, monkeypatch):
+    """Notebook 01 as a Kaggle TPU session takes it (launcher branch 'tpu', torch_xla importable): step 3 trains on
+    the host CPU (USE_TORCH_XLA=0, so the proof is exact), step 4 leaves the launch to notebook 04, and step 5's
+    torchrun processes join with gloo on the CPU, not XLA."""
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    monkeypatch.setenv("TPU_NAME", "local")  # with Kaggle: notebook_launcher's TPU branch (PJRT_DEVICE stays CPU)
+    runner = load_build_script("run_course")
+    record = runner.execute(NOTEBOOK_DIR / "01_mnist_migration.ipynb", tmp_path, {"profile": "smoke"})
+    assert record.status == "ok", record.error  # the notebook and its solutions
+    r = json.loads((tmp_path / record.results).read_text())
+    assert r["launcher_branch"] == "tpu" and r["launcher_ran_in_kernel"] == []
+    assert r["max_abs_loss_diff"] == 0 and r["max_abs_weight_diff"] == 0  # both loops on the CPU
+    assert r["ddp_launched_by"].startswith("torchrun") and r["ddp_distributed_type"] == "MULTI_CPU"
+    assert r["ddp_num_processes"] == r["script_launch_world_size"] == 2
