@@ -80,3 +80,12 @@ def test_notebook_launcher_takes_its_tpu_branch_on_colab_or_kaggle_with_tpu_vari
     assert 'os.environ.get("TPU_NAME", None) is not None' in body
     assert 'os.environ.get("PJRT_DEVICE", "") == "TPU"' in body
     assert 'elif in_colab and (not torch.cuda.is_available() or get_gpu_info()[1] < 2):' in body
+
+
+def test_deepspeed_mixed_precision_is_deepspeeds_own_engine():
+    """02's recap (GPU-only): under DeepSpeed, Accelerate's own autocast is off ('no') and `mixed_precision` turns
+    on DeepSpeed's fp16/bf16 engine (16-bit weights, fp32 master copies in its optimizer), not native AMP."""
+    plugin = _source(acc_dataclasses.DeepSpeedPlugin.set_mixed_precision)
+    assert 'ds_config["fp16"] = {"enabled": True, "auto_cast": True}' in plugin
+    init = _source(state.AcceleratorState.__init__)
+    assert re.search(r'DistributedType\.DEEPSPEED and mixed_precision != "fp8":\s+self\._mixed_precision = "no"', init)

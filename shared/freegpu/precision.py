@@ -31,8 +31,8 @@ def pick_mixed_precision(hw: HardwareInfo, requested: str = "auto") -> Precision
 
     `auto` follows `freegpu.hardware.recommend`. An explicit `fp16` on a CPU is turned into `no` with a warning:
     Accelerate would accept it, report "fp16", and run everything in fp32 (no autocast, no GradScaler). `fp16` on
-    a TPU is refused by Accelerate itself, so it becomes `bf16`. bf16 on a GPU without bf16 tensor cores (T4,
-    P100) runs, emulated and slow; it is kept, with a warning.
+    a TPU is refused by Accelerate itself (only on a TPU: XLA's CPU and GPU backends accept it), so it becomes
+    `bf16`. bf16 on a GPU without bf16 tensor cores (T4, P100) runs emulated; it is kept, with a warning.
     """
     check_choice("mixed_precision", requested, MODES)
     rec = recommend(hw)
