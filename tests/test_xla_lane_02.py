@@ -69,12 +69,14 @@ def test_fp16_is_refused_when_accelerate_is_told_it_is_on_a_tpu():
     assert plain is True and said == "fp16 mixed precision is not supported on 'xla'."
 
 
-def test_02_runs_on_the_host_cpu_where_torch_xla_imports(tmp_path):
+def test_02_runs_on_the_host_cpu_where_torch_xla_imports(tmp_path, monkeypatch):
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")  # freegpu detects a TPU session (PJRT stays CPU)
     runner = load_build_script("run_course")
     record = runner.execute(NOTEBOOK_DIR / "02_mixed_precision.ipynb", tmp_path, {"profile": "smoke"})
     assert record.status == "ok", record.error  # the notebook and its solutions
     r = json.loads((tmp_path / record.results).read_text())
     # Each step's device: step 2's Accelerator, step 3's scaler walk and step 5's counts ran on the CPU.
+    assert r["device"] == "tpu" and r["measured_on_host_cpu"] is True  # the session is a TPU one
     assert r["measured_on"] == "cpu" and r["measured_mode"] == "bf16"
     assert r["accelerator_effect"] == {"mixed_precision": "bf16", "native_amp": True}
     assert r["accelerate_is_native_amp"] is True and r["param_dtype_during_autocast"] == ["torch.float32"]
