@@ -2,8 +2,8 @@
 # The build runs them after the notebook, in its kernel.
 
 # %% Exercise 1
-longer = lab.activation_bytes(build(4 * num_rows), batch_size, 4 * num_rows)
-growth = longer / by_batch[batch_size]
+longer = activation_bytes(build(4 * num_rows), batch_size, 4 * num_rows)
+growth = longer / activations
 assert growth >= 3.9, f"four times the tokens should keep about four times as much, got x{growth}"
 print(f"{4 * num_rows} tokens keep {longer / 2**20:.1f} MiB of activations: x{growth:.2f} of "
       f"{num_rows} tokens. Weights, gradients and AdamW state barely move "
@@ -30,7 +30,9 @@ print(f"halving tried {halving} and found {found}; x0.9 tries more sizes and fin
       "closer to 40.")
 
 # %% Exercise 3
-with torch.no_grad():
-    alive_no_grad = live_after_each_step(True, backward=False)
-assert alive_no_grad == [0] * leak_steps, alive_no_grad
-print(f"under torch.no_grad(), alive after each step: {alive_no_grad}. No graph: nothing saved.")
+live = LiveActivations()
+with live, torch.no_grad():
+    losses = [F.cross_entropy(model(inputs), targets) for _ in range(leak_steps)]
+assert live.live_bytes() == 0, live.live_bytes()
+print(f"under torch.no_grad(), {leak_steps} kept losses hold {live.live_bytes()} bytes: "
+      "no graph, so nothing is saved.")

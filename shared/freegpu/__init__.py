@@ -7,7 +7,6 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `data`, `models`, `launch`: notebook 01 (MNIST migration)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
-- `memory`: notebook 03 (memory tricks), and `memlab`, its steps measured behind one call each
 - `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports Accelerate, so it is imported only when asked
   for (`from freegpu.finetune import pick_trackers`)
 - `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
@@ -24,8 +23,6 @@ from . import (
     kaggle,
     launch,
     measure,
-    memlab,
-    memory,
     models,
     notebook,
     platform,
@@ -44,6 +41,6 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "memlab", "memory",
-           "models", "notebook", "platform", "precision", "profile", "results", "resume", "software",
+__all__ = ["checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "models",
+           "notebook", "platform", "precision", "profile", "results", "resume", "software",
            "text", "wheelhouse", "xla", "__version__"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .i18n import tr
 
-__all__ = ["interleaved_timings", "spread", "compare", "PackHooks", "SavedTensors",
+__all__ = ["interleaved_timings", "spread", "compare", "SavedTensors",
            "loader_throughput", "compare_loaders", "ratio_line", "workers_verdict", "plot_experiments",
            "LoaderComparison"]
 
