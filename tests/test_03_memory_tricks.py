@@ -280,6 +280,21 @@ def test_03_free_memory_runs_gc_and_empties_the_device_cache(monkeypatch):
     assert "runs `gc.collect()` and `torch.cuda.empty_cache()`" in " ".join(_notebook_markdown().split())
 
 
+def test_03_fsdp2_needs_the_model_and_its_optimizer_in_one_prepare_call(monkeypatch):
+    """Issue 26 (03 vs 05): step 2 says one `prepare` call with model and optimizer is what FSDP2 needs. Accelerate
+    told it runs FSDP2 refuses an optimizer prepared without its model; one call with both passes that check."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    monkeypatch.setattr(Accelerator, "is_fsdp2", property(lambda self: True))
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="optimizer must be passed together with its model"):
+        accelerator.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
+    prose = " ".join(_notebook_markdown().split())
+    assert "Pass the model and its optimizer to one `prepare` call: FSDP2 requires it" in prose
+    assert "accelerator.prepare(small, optimizer, loader)" in _cell("from accelerate import Accelerator")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="transformers is not installed")
 def test_03_gradient_checkpointing_enable_warns_in_the_transformers_the_notebook_names():
     """Issue 17: the notebook's claim about the deprecated name, checked in the installed transformers."""
