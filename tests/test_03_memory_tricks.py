@@ -163,6 +163,22 @@ def test_03_checkpoint_sequential_returns_the_output_not_a_model():
         _notebook_markdown().split())
 
 
+def test_03_attention_saves_no_t_by_t_matrix():
+    """Exercise 1's answer: activations grow linearly with the tokens T, because the encoder's attention
+    (scaled_dot_product_attention, need_weights=False) saves no (B, heads, T, T) tensor for backward."""
+    rows, width = 48, 32
+    model = build_row_transformer(rows, 4, width, 1, 3)
+    shapes = []
+
+    def pack(tensor):
+        shapes.append(tuple(tensor.shape))
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        F.cross_entropy(model(torch.randn(2, rows * 4)), torch.tensor([0, 1]))
+    assert shapes and not [shape for shape in shapes if shape[-2:] == (rows, rows)], sorted(set(shapes))
+
+
 def test_03_find_executable_batch_size_under_a_real_cap(notebook_run):
     _, results, out = notebook_run
     tried = results["batch_sizes_tried"]

@@ -6,8 +6,9 @@ longer = activation_bytes(build(4 * num_rows), batch_size, 4 * num_rows)
 growth = longer / activations
 assert growth >= 3.9, f"four times the tokens should keep about four times as much, got x{growth}"
 print(f"{4 * num_rows} tokens keep {longer / 2**20:.1f} MiB of activations: x{growth:.2f} of "
-      f"{num_rows} tokens. Weights, gradients and AdamW state barely move "
-      f"(only the position table grows).")
+      f"{num_rows} tokens. Linear, not quadratic: PyTorch's fused attention saves no T x T "
+      f"matrix for backward. Weights, gradients and AdamW state barely move (only the position "
+      f"table grows).")
 
 # %% Exercise 2
 from accelerate.utils import find_executable_batch_size
