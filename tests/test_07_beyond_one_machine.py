@@ -49,3 +49,40 @@ def test_07_step4_wrong_port_times_out_at_the_rendezvous(notebook_run):
 def test_07_step1_fsdp2_config_file(notebook_run):
     _, r, _ = notebook_run
     assert r["fsdp_version"] == 2 and r["fsdp_state_dict"] == "SHARDED_STATE_DICT"
+
+
+@pytest.mark.notebook
+def test_07_step4_zero_shards_as_the_arithmetic_says(notebook_run):
+    _, r, out = notebook_run
+    weights, n = 32 * 256 + 256 * 32, 2  # fp32: 4 bytes of weight, 4 of gradient, 8 of AdamW state
+    assert r["zero_bytes"] == {"DDP": [4 * weights, 4 * weights, 8 * weights],
+                               "ZeRO-2": [4 * weights, 4 * weights // n, 8 * weights // n],
+                               "ZeRO-3": [4 * weights // n, 4 * weights // n, 8 * weights // n]}
+    assert r["zero_bytes_match"] is True and r["zero_losses_equal"] is True
+    assert r["zero_types"] == ["DistributedType.MULTI_CPU", "DistributedType.DEEPSPEED", "DistributedType.DEEPSPEED"]
+    assert set(r["zero_launch_s"]) == {"DDP", "ZeRO-2", "ZeRO-3"}
+    assert all(0 < s < r["parameters"]["launch_timeout_s"] for s in r["zero_launch_s"].values())
+    for tag, stage in (("ddp", 0), ("zero2", 2), ("zero3", 3)):  # every rank's own report, not only rank 0's
+        reports = [json.loads((out / f"{tag}_{rank}.json").read_text()) for rank in range(n)]
+        assert [rep["rank"] for rep in reports] == [0, 1] and {rep["stage"] for rep in reports} == {stage}
+        assert len({(rep["params"], rep["grads"], rep["adam"], rep["loss"]) for rep in reports}) == 1
+
+
+@pytest.mark.notebook
+def test_07_step4_zero3_resumes_and_saves_one_model(notebook_run):
+    _, r, out = notebook_run
+    assert r["zero3_resumed_equal"] is True
+    assert "pytorch_model" in r["zero3_state_files"] and "zero_to_fp32.py" in r["zero3_state_files"]
+    assert r["zero3_model_weights"] == 32 * 256 + 256 * 32 and r["zero3_model_dtype"] == "torch.float32"
+    assert (out / "zero3_model" / "model.safetensors").is_file()
+
+
+@pytest.mark.notebook
+def test_07_step5_article_snippet_fails_on_a_cpu_then_fixed(notebook_run):
+    _, r, _ = notebook_run
+    # Accelerate counted 1 process (no GPU backend found); DeepSpeed saw 2: 8 x 4 x 1 = 32 != 8 x 4 x 2
+    assert r["snippet_failed"] is True
+    assert "train_batch_size is not equal to" in r["snippet_error"] and "32 != 8 * 4 * 2" in r["snippet_error"]
+    assert r["fixed_accumulation_steps"] == 4  # the plugin's, over the Accelerator's 1
+    assert r["fixed_batches"] == 8
+    assert r["fixed_steps_without_accumulate"] == 8 and r["fixed_steps_with_accumulate"] == 2
