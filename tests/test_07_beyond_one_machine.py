@@ -129,3 +129,16 @@ def test_07_step2_without_root_two_launchers_share_loopback(notebook_run, monkey
                           timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     ranks = names["read_reports"]("ranks_loopback", 4)
     assert [rank["machine_rank"] for rank in ranks] == [0, 0, 1, 1] and len({rank["loss"] for rank in ranks}) == 1
+
+
+@pytest.mark.notebook
+def test_07_step6_fsdp2_shards_saves_and_reloads(notebook_run):
+    _, r, out = notebook_run
+    weights = 4 * (32 * 256 + 256 * 32)  # fp32 bytes of the whole MLP
+    # Accelerator(cpu=True) drops the FSDP plugin: DDP, a full copy on each rank; torch's fully_shard halves it
+    assert r["fsdp2_plugin_type"] == "DistributedType.MULTI_CPU" and r["fsdp2_plugin_bytes"] == [weights] * 2
+    assert r["fsdp2_bytes"] == [weights // 2] * 2
+    assert r["fsdp2_sharded_files"] == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    assert weights < r["fsdp2_full_bytes"] < weights + 4096  # the weights plus torch.save's container
+    assert (out / "fsdp2_full.pt").stat().st_size == r["fsdp2_full_bytes"]
+    assert r["fsdp2_reloaded_equal"] is True
