@@ -52,9 +52,9 @@ def test_05_step3_model_mask_and_score_before(executed):
 def test_05_step4_loop_logs_through_accelerate(executed, course_out):
     _, results = executed("05_bert_finetune")
     out = course_out / "results" / "05_bert_finetune"
-    assert results["learning_rate_used"] == 2e-4 and results["parameters"]["learning_rate"] == 0.0
+    assert results["parameters"]["learning_rate"] == 0.0  # the task's 2e-4: the logged rates below
     assert results["optimizer_fused"] is True
-    assert results["train_steps"] == results["optimizer_steps"] == 30  # 3 epochs of 10 batches
+    assert results["train_steps"] == results["scheduler_steps"] == 30  # 3 epochs of 10 batches, one process
     assert results["last_epoch_loss"] < results["first_loss"]
     # accelerator.log got every 5th step (5 losses read from the device at once); the learning rate, past its
     # 3-step warm-up, decays to 0.
@@ -180,36 +180,80 @@ def test_05_smoke_model_missing_names_the_extra(monkeypatch):
         text.smoke_model_path()
 
 
-def test_05_padding_plan_per_hardware():
-    """Each branch the notebook takes on other hardware, decided here on a CPU."""
-    from freegpu.text import padding_plan
+def test_05_collators_follow_the_hardware():
+    """Step 2's padding cell, run for other hardware on this CPU: XLA gets one shape, CUDA mixed precision
+    multiples of 8, the rest each batch to its longest example."""
+    from types import SimpleNamespace
 
-    tpu = padding_plan("XLA", "xla", "bf16", 128)
-    assert (tpu.padding, tpu.max_length, tpu.pad_to_multiple_of) == ("max_length", 128, None)
-    t4 = padding_plan("MULTI_GPU", "cuda", "fp16", 128)
-    assert (t4.padding, t4.max_length, t4.pad_to_multiple_of) == ("longest", None, 8)
-    fp32_gpu = padding_plan("NO", "cuda", "no", 128)
-    assert fp32_gpu.pad_to_multiple_of is None and fp32_gpu.padding == "longest"
-    cpu = padding_plan("NO", "cpu", "no", 128)
-    assert (cpu.padding, cpu.pad_to_multiple_of) == ("longest", None) and "cpu" in cpu.reason
+    from transformers import AutoTokenizer
 
+    from freegpu.text import smoke_model_path
 
-def test_05_collators_follow_the_plan():
-    from transformers import AutoTokenizer, DataCollatorWithPadding
-
-    from freegpu.text import padding_plan, smoke_model_path
-
+    cell = next(src for src in _cells("05_bert_finetune") if "DataCollatorWithPadding(tokenizer, padding," in src)
     tokenizer = AutoTokenizer.from_pretrained(smoke_model_path())
     features = [tokenizer(text, truncation=True, max_length=32) for text in ("Great.", "Not good at all, sadly.")]
-    shapes = {}
-    for device, kind, mp in (("XLA", "xla", "bf16"), ("NO", "cuda", "fp16"), ("NO", "cpu", "no")):
-        plan = padding_plan(device, kind, mp, 32)
-        batch = DataCollatorWithPadding(tokenizer, padding=plan.padding, max_length=plan.max_length,
-                                        pad_to_multiple_of=plan.pad_to_multiple_of)(features)
-        shapes[kind] = tuple(batch["input_ids"].shape)
-        assert batch["attention_mask"].sum().item() == sum(len(f["input_ids"]) for f in features)
     longest = max(len(f["input_ids"]) for f in features)
-    assert shapes == {"xla": (2, 32), "cuda": (2, -(-longest // 8) * 8), "cpu": (2, longest)}
+    expected = {("XLA", "xla", "no"): ("max_length", None, 32), ("MULTI_GPU", "cuda", "fp16"): ("longest", 8, 16),
+                ("NO", "cuda", "no"): ("longest", None, longest), ("NO", "cpu", "no"): ("longest", None, longest)}
+    assert longest < 16
+    for (kind, device, mp), (padding, multiple, length) in expected.items():
+        accelerator = SimpleNamespace(distributed_type=kind, device=SimpleNamespace(type=device), mixed_precision=mp)
+        namespace = {"accelerator": accelerator, "tokenizer": tokenizer, "max_length": 32}
+        exec(cell, namespace)  # noqa: S102
+        batch = namespace["collate"](features)
+        chosen = (namespace["padding"], namespace["multiple"], batch["input_ids"].shape[1])
+        assert chosen == (padding, multiple, length), (kind, device, mp)
+        assert batch["attention_mask"].sum().item() == sum(len(f["input_ids"]) for f in features)
+
+
+def test_05_fused_adamw_hides_an_fp16_skip_from_accelerate():
+    """Step 4: with fp16's GradScaler, a fused AdamW skips an overflowed update inside its kernel, so Accelerate's
+    `optimizer_step_was_skipped` stays False (and the scheduler steps); the foreach/for-loop AdamW reports it."""
+    import torch
+    from accelerate import Accelerator
+    from accelerate.optimizer import AcceleratedOptimizer
+
+    Accelerator(cpu=True)  # the state AcceleratedOptimizer reads
+    seen = {}
+    for fused in (False, True):
+        weight = torch.nn.Parameter(torch.ones(4))
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        optimizer = AcceleratedOptimizer(torch.optim.AdamW([weight], lr=0.1, fused=fused), scaler=scaler)
+        scaler.scale(weight.sum() * float("inf")).backward()  # an overflow
+        optimizer.step()
+        assert weight.tolist() == [1.0] * 4 and scaler.get_scale() == 2.0**15  # skipped either way
+        seen[fused] = optimizer.step_was_skipped
+    assert seen == {False: True, True: False}
+    cell = next(src for src in _cells("05_bert_finetune") if src.startswith("learning_rate_used = "))
+    assert 'accelerator.mixed_precision != "fp16"' in cell  # so the notebook turns fused off for fp16
+
+
+def test_05_tpu_default_is_fp32_because_accelerate_bf16_is_xla_use_bf16():
+    """Step 1's TPU sentence, pinned: Accelerate told it is on a TPU sets XLA_USE_BF16=1 for bf16 (weights stored
+    in bf16), and a 3e-5 update to BERT-like weights mostly rounds away in bf16. So `recommend` says fp32."""
+    import inspect
+
+    import accelerate.state
+    import torch
+
+    from freegpu import hardware
+
+    source = inspect.getsource(accelerate.state)
+    at = source.index('os.environ["XLA_USE_BF16"] = str(1)')
+    branch = source[source.rindex("DistributedType.XLA and is_torch_xla_available(check_is_tpu=True)", 0, at):at]
+    assert 'if mixed_precision == "bf16":' in branch and len(branch) < 600  # the TPU branch sets it for bf16
+    weights = (torch.randn(100_000, generator=torch.Generator().manual_seed(0)) * 0.02).bfloat16()  # BERT's init
+    kept = ((weights + torch.tensor(3e-5, dtype=torch.bfloat16)) == weights).float().mean().item()
+    assert kept > 0.5, kept  # most weights do not move at all
+    tpu = hardware.HardwareInfo(2, 1, 8.0, 6.0, tpu=hardware.TpuInfo("2.9.0", "TPU", "v5litepod-8", 8))
+    assert hardware.recommend(tpu).mixed_precision == "no" and "XLA_USE_BF16" in _markdown_with("fp32 on a")
+
+
+def _markdown_with(text: str) -> str:
+    import nbformat
+
+    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "05_bert_finetune.ipynb", as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "markdown" and text in c.source)
 
 
 def test_05_trackers_with_and_without_tensorboard(monkeypatch, tmp_path):

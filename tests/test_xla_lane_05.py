@@ -36,7 +36,7 @@ def test_05_fine_tunes_on_xla_with_one_shape(tmp_path):
     assert results["xla_ran"] is True and results["device"] == "xla"
     assert results["distributed_type"] == "XLA"
     # XLA gets fixed-length padding, and drops the ragged last batch: one shape for every training step.
-    assert results["padding"] == "max_length" and "XLA" in results["padding_reason"]
+    assert results["padding"] == "max_length"
     assert results["train_steps"] == 32 // 8 and results["train_size"] == 32
     assert results["shapes_per_epoch"]["fixed"] == 1 < results["shapes_per_epoch"]["dynamic"]
     # Evaluation still counts each example once, and the reloaded (CPU) model agrees with it.

@@ -11,9 +11,9 @@ def tokenize_short(examples):
 
 
 short_train = task_data.train.map(tokenize_short, batched=True, remove_columns=fields)
-short_share, _ = padding_survey(short_train, batch_size, {
-    "dynamic": DataCollatorWithPadding(tokenizer),
-    "fixed": DataCollatorWithPadding(tokenizer, padding="max_length", max_length=short)})
+fixed_short = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=short)
+short_share = {"dynamic": padding_survey(short_train, dynamic)[0],  # step 2's own survey
+               "fixed": padding_survey(short_train, fixed_short)[0]}
 assert max(map(len, short_train["input_ids"])) <= short, "every review cut at 16 tokens at most"
 assert short_share["fixed"] <= share["fixed"], "fixed padding to 16 pads less than to max_length"
 print(f"max_length={short}: {cut} of {len(train_tokenized)} training reviews are cut; padding is "

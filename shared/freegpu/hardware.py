@@ -180,11 +180,14 @@ def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, 
 
 
 def recommend(hw: HardwareInfo) -> Recommendation:
-    """Mixed precision, processes and DataLoader workers for this hardware, with reasons (notebook 00; 02 uses it)."""
+    """Mixed precision, processes and DataLoader workers for this hardware, with reasons (00; 02 and 05 use it)."""
     procs = max(hw.tpu.chips, 1) if hw.device_kind == "tpu" else max(len(hw.gpus), 1)
     caps = [gpu.compute_capability for gpu in hw.gpus]
     if hw.device_kind == "tpu":
-        precision, why = "bf16", tr("TPUs compute natively in bf16; fp16 is refused on XLA.")
+        # Accelerate's bf16 on a TPU sets XLA_USE_BF16=1: weights and AdamW state stored in bf16 (notebook 05).
+        # Not through tr() yet: the package catalog gets this sentence when the coordinator prunes it.
+        precision, why = "no", ("TPU: fp32, since Accelerate's bf16 here stores the weights in bf16, where "
+                                "small updates round away; the TPU's matrix units multiply in bf16 anyway.")
         per = tr("one process per TPU chip ({procs}).")
     elif caps:  # the tensor cores of the oldest GPU decide: Volta (7.0) has fp16 ones, Ampere (8.0) bf16 too
         precision, why = (("bf16", tr("compute capability >= 8.0: bf16 tensor cores, no loss scaling needed."))

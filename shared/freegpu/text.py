@@ -12,12 +12,11 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import Any
 
 from .i18n import tr
 
-__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task", "padding_plan",
-           "padding_survey"]
+__all__ = ["TextTask", "GLUE_TASKS", "GLUE_HUB_ID", "FULL_MODEL", "load_text_task"]
 
 CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
 FULL_MODEL = "bert-base-uncased"
@@ -134,47 +133,3 @@ def _load_glue(task: str, data_dir: str = ""):
         raise RuntimeError(tr("GLUE {task} could not be downloaded from the Hugging Face Hub ({error}). "
                               "Turn the internet on, or run with profile='smoke' (offline data and model).").format(
             task=task, error=type(exc).__name__)) from exc
-
-
-def padding_survey(dataset, batch_size: int, collators: dict) -> tuple[dict[str, float], dict[str, int]]:
-    """One epoch of `dataset` batched by each collator: the share of padding tokens, and how many distinct batch
-    shapes it has (on XLA, each one a compile).
-
-    The attention mask says which positions are real tokens (1) and which are padding (0) (notebook 05, step 2).
-    """
-    from torch.utils.data import DataLoader
-
-    share, shapes = {}, {}
-    for name, collator in collators.items():
-        masks = [batch["attention_mask"] for batch in DataLoader(dataset, batch_size=batch_size,
-                                                                 collate_fn=collator)]  # (B, T)
-        share[name] = 1 - sum(int(m.sum()) for m in masks) / sum(m.numel() for m in masks)
-        shapes[name] = len({tuple(m.shape) for m in masks})
-    return share, shapes
-
-
-class PaddingPlan(NamedTuple):
-    """Keyword arguments for `DataCollatorWithPadding`, and why this hardware gets them."""
-
-    padding: str
-    max_length: int | None
-    pad_to_multiple_of: int | None
-    reason: str
-
-
-def padding_plan(distributed_type: str, device_type: str, mixed_precision: str, max_length: int) -> PaddingPlan:
-    """Pad each batch to its longest example (dynamic), except on XLA, where every batch gets `max_length`.
-
-    XLA compiles one program per input shape (notebook 04): dynamic padding would compile again for every new
-    batch length. On a CUDA GPU with fp16/bf16, lengths are rounded up to a multiple of 8 (tensor cores).
-    """
-    if distributed_type == "XLA":
-        return PaddingPlan("max_length", max_length, None,
-                           tr("XLA: every batch padded to max_length={max_length}, so one compiled program serves "
-                              "all").format(max_length=max_length))
-    if device_type == "cuda" and mixed_precision in ("fp16", "bf16"):
-        return PaddingPlan("longest", None, 8, tr("CUDA with {mixed_precision}: dynamic padding, lengths rounded up "
-                                                  "to a multiple of 8 for the tensor cores").format(
-            mixed_precision=mixed_precision))
-    return PaddingPlan("longest", None, None, tr("{device}: dynamic padding, each batch to its longest "
-                                                 "example").format(device=device_type))
