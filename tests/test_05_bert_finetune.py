@@ -104,6 +104,11 @@ def test_05_loop_reads_no_loss_per_step():
     assert logging.count(".item()") == 1 and "accelerator.log(" in logging and "tqdm(" in logging
     optimizer = "optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate_used, fused=fused)"
     assert sum(optimizer in src.splitlines() for src in cells) == 1
+    # One prepare call for the model, its optimizer, the loaders and the scheduler: FSDP2 refuses an optimizer
+    # prepared apart from its model (issue 26; 03's test pins Accelerate's refusal).
+    prepares = [src for src in cells if "accelerator.prepare(" in src]
+    assert len(prepares) == 1 and prepares[0].count("accelerator.prepare(") == 1
+    assert "model, optimizer, train_dataloader, eval_dataloader, lr_scheduler)" in prepares[0]
 
 
 def test_05_full_profile_offline_fails_fast(tmp_path):
