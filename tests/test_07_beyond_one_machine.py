@@ -59,6 +59,7 @@ def test_07_step4_wrong_port_times_out_at_the_rendezvous(notebook_run):
 def test_07_step1_fsdp2_config_file(notebook_run):
     _, r, _ = notebook_run
     assert r["fsdp_version"] == 2 and r["fsdp_state_dict"] == "SHARDED_STATE_DICT"
+    assert r["deepspeed_zero_stage"] == 2 and r["deepspeed_processes"] == 2  # zero2.yaml, which step 4 launches
 
 
 @pytest.mark.notebook
