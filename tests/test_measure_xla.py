@@ -10,16 +10,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from freegpu.data import CostlyDataset
-from freegpu.measure import (
-    LoaderComparison,
-    compare,
-    compare_loaders,
-    is_resolved,
-    loader_throughput,
-    ratio_line,
-    spread,
-    workers_verdict,
-)
+from freegpu.measure import compare, compare_loaders, loader_throughput
 from freegpu.xla import xla_status
 
 
@@ -45,14 +36,8 @@ def test_compare_loaders_interleaves_settings_and_pairs_their_trials():
                                repeats=2, batch_size=4)
     assert list(compared.passes) == ["small", "large"] and all(len(v) == 2 for v in compared.passes.values())
     assert compared.samples_per_s["large"]["n"] == 2 and compared.warnings == {"small": [], "large": []}
-    ratio = compared.ratio("large", "small")
+    ratio = compare(compared.passes["large"], compared.passes["small"])
     assert ratio["min"] == min(a / b for a, b in zip(compared.passes["large"], compared.passes["small"], strict=True))
-
-
-def test_a_ratio_whose_spread_includes_one_is_not_resolved():
-    assert is_resolved(spread([1.1, 1.2, 1.3])) and not is_resolved(spread([0.9, 1.0, 1.2]))
-    assert ratio_line("a / b", spread([0.9, 1.0, 1.2])).endswith("not resolved on this machine")
-    assert ratio_line("a / b", spread([1.1, 1.2, 1.3])) == "a / b: 1.20 (min 1.10, max 1.30, 3 trials)"
 
 
 def test_compare_is_resolved_either_way_and_only_when_every_trial_agrees():
@@ -64,14 +49,6 @@ def test_compare_is_resolved_either_way_and_only_when_every_trial_agrees():
     assert compare([0.0, 0.5], [1.0, 1.0], kind="difference")["resolved"]
     with pytest.raises(ValueError, match="'ratio' or 'difference'"):
         compare([1.0], [1.0], kind="share")
-
-
-def test_workers_verdict_names_the_fastest_and_judges_the_rule():
-    spreads = {0: spread([90, 100, 110]), 2: spread([95, 105, 120]), 8: spread([40, 50, 60])}
-    best, ok, text = workers_verdict(LoaderComparison({}, spreads, {8: ["too many"]}), 0, "the rule")
-    assert best == 2 and ok is True and "within the spread" in text and "PyTorch said: too many" in text
-    best, ok, text = workers_verdict(LoaderComparison({}, spreads, {8: []}), 8, "the rule")
-    assert ok is False and "outside the spread" in text and "PyTorch said: nothing" in text
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_xla") is not None, reason="torch_xla is installed here")

@@ -250,9 +250,6 @@ def check_04_loader_half(results, out):
     ratio = results["memmap_vs_memory_ratio"]
     assert ratio["n"] == 3 and 0 < ratio["min"] <= ratio["median"] <= ratio["max"] < 10
     assert set(results["epochs_samples_per_s"]) == {"2 epochs, fresh workers", "2 epochs, persistent_workers"}
-    assert results["memmap_locations"]["Kaggle"] == {"scratch": "/kaggle/temp", "inputs": "/kaggle/input",
-                                                     "saved outputs": "/kaggle/working"}
-    assert (out / "loader_throughput.png").stat().st_size > 10_000
     assert results["parameters"]["loader_samples"] > 0 and results["parameters"]["profile"] == "smoke"
 
 
@@ -268,4 +265,4 @@ def test_04_tpu_data_loaders_without_xla(executed, course_out):
                if c["cell_type"] == "code" for o in c["outputs"]]
     assert not any(o["output_type"] == "execute_result" for o in outputs)  # no stray values under cells
     printed = "".join("".join(o.get("text", "")) for o in outputs)
-    assert "inputs: none (local)" in printed and "output_dir was given" in printed
+    assert "fastest here: num_workers=" in printed and "; resolved: " in printed  # measure.compare's verdict

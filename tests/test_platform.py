@@ -120,30 +120,3 @@ def test_internet_reachable(monkeypatch):
 
     monkeypatch.setattr(socket, "create_connection", lambda *a, **k: Connection())
     assert platform.has_internet() is True
-
-
-def test_describe_dirs_says_where_the_run_writes(tmp_path):
-    """A local run has no inputs, and a run given its own output_dir does not claim to write to the working folder."""
-    local = platform.PlatformInfo("headless", False, False, "test")
-    dirs = platform.PlatformDirs(tmp_path, tmp_path / "outputs", tmp_path / "tmp", True, None, "note")
-    text = platform.describe_dirs(local, dirs, tmp_path / "results" / "00")
-    assert "inputs: none (local)" in text and "output_dir was given" in text
-    assert "inside the working folder" in platform.describe_dirs(local, dirs, tmp_path / "outputs" / "00")
-    kaggle = platform.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"})
-    hosted = platform.platform_dirs(kaggle)
-    assert f"inputs: {hosted.input_dir}" in platform.describe_dirs(kaggle, hosted, hosted.working_dir / "00")
-
-
-def test_shown_path_hides_this_machines_folders(tmp_path, monkeypatch):
-    """Printed paths: the hosted platforms' folders as they are; elsewhere relative to the current folder, or only
-    the last part (notebooks 00 and 04 print no absolute path of the machine they ran on)."""
-    monkeypatch.chdir(tmp_path)
-    local = platform.PlatformInfo("headless", False, False, "test")
-    assert platform._shown_path(tmp_path / "outputs" / "00", local) == "./outputs/00"
-    assert platform._shown_path(tmp_path, local) == "."
-    assert platform._shown_path("/somewhere/else/results", local) == ".../results"
-    assert platform._shown_path("/tmp", local) == "/tmp"
-    kaggle = platform.detect_platform({"KAGGLE_KERNEL_RUN_TYPE": "Batch"})
-    assert platform._shown_path("/kaggle/working/x", kaggle) == "/kaggle/working/x"
-    text = platform.describe_dirs(local, platform.platform_dirs(local), "/somewhere/else/results")
-    assert str(tmp_path) not in text and ".../results (output_dir was given" in text

@@ -12,7 +12,7 @@ import numpy as np
 
 from .i18n import tr
 
-__all__ = ["ImageData", "MNIST_HUB_ID", "load_mnist", "CostlyDataset", "write_memmap", "MemmapDataset"]
+__all__ = ["ImageData", "MNIST_HUB_ID", "load_mnist", "CostlyDataset"]
 
 
 @dataclass(frozen=True)
@@ -101,32 +101,3 @@ class CostlyDataset:
         while time.perf_counter() < end:
             pass
         return self.base[index]
-
-
-def write_memmap(path, array: np.ndarray) -> tuple[int, ...]:
-    """Write `array` to `path` as a raw `numpy.memmap` file and return its shape (notebook 04)."""
-    mm = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=array.shape)
-    mm[:] = array
-    mm.flush()
-    return array.shape
-
-
-class MemmapDataset:
-    """Rows of a `.npy` file read through `numpy.memmap`, with labels in memory (notebook 04).
-
-    Only the rows a batch asks for are read from disk, so the file may be larger than RAM. The file is opened
-    lazily in each process, because an open memmap should not be shared across forked DataLoader workers.
-    """
-
-    def __init__(self, path, labels: np.ndarray):
-        self.path, self.labels, self._rows = str(path), labels, None
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, index):
-        import torch
-
-        if self._rows is None:
-            self._rows = np.load(self.path, mmap_mode="r")
-        return torch.from_numpy(np.array(self._rows[index])), int(self.labels[index])

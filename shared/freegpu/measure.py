@@ -1,9 +1,8 @@
 """Measure what the notebooks claim: repeated timings with their spread, bytes saved for backward, loader speed.
 
 `interleaved_timings`, `spread` and `compare`: repeated timings and the one "resolved" rule, for notebooks 02-05.
-`SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`,
-`compare_loaders`, `ratio_spread`, `is_resolved`, `ratio_line`, `workers_verdict` and `plot_experiments`:
-notebook 04.
+`SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`
+and `compare_loaders`: notebook 04.
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from dataclasses import dataclass
 from .i18n import tr
 
 __all__ = ["interleaved_timings", "spread", "compare", "SavedTensors",
-           "loader_throughput", "compare_loaders", "ratio_line", "workers_verdict", "plot_experiments",
-           "LoaderComparison"]
+           "loader_throughput", "compare_loaders", "LoaderComparison"]
 
 
 def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
@@ -132,10 +130,6 @@ class LoaderComparison:
     samples_per_s: dict
     warnings: dict
 
-    def ratio(self, numerator, denominator) -> dict[str, float]:
-        """The spread of `numerator`'s samples/s over `denominator`'s, trial by trial (`ratio_spread`)."""
-        return ratio_spread(self.passes[numerator], self.passes[denominator])
-
     def lines(self, prefix: str = "") -> str:
         """One line per setting: its median samples/s, with min and max."""
         line = tr("{prefix}{label!s:<4} {median:6.0f} samples/s (min {min:.0f}, max {max:.0f})")
@@ -171,7 +165,7 @@ def compare(a: list[float], b: list[float], kind: str = "ratio") -> dict[str, fl
     if kind not in ("ratio", "difference"):
         raise ValueError(f"kind={kind!r}: pick 'ratio' or 'difference'")
     if kind == "ratio":
-        result, null = ratio_spread(a, b), 1.0
+        result, null = spread([x / y for x, y in zip(a, b, strict=True)]), 1.0
     else:
         result, null = spread([x - y for x, y in zip(a, b, strict=True)]), 0.0
     return {**result, "resolved": _excludes(result, null)}
@@ -180,71 +174,3 @@ def compare(a: list[float], b: list[float], kind: str = "ratio") -> dict[str, fl
 def _excludes(values: dict[str, float], null: float) -> bool:
     """Whether a spread lies wholly on one side of `null`: every trial went the same way."""
     return values["min"] > null or values["max"] < null
-
-
-def ratio_spread(numerators: list[float], denominators: list[float]) -> dict[str, float]:
-    """The spread of per-trial ratios of two interleaved measurements (trial i over trial i), notebook 04."""
-    return spread([a / b for a, b in zip(numerators, denominators, strict=True)])
-
-
-def is_resolved(ratio: dict[str, float]) -> bool:
-    """Whether a ratio's spread excludes 1: if some trials went each way, the difference is not resolved here."""
-    return _excludes(ratio, 1.0)
-
-
-def ratio_line(what: str, ratio: dict[str, float]) -> str:
-    """`what: median (min, max)` of a ratio's spread, ending "not resolved on this machine" if it includes 1."""
-    line = tr("{what}: {median:.2f} (min {min:.2f}, max {max:.2f}, {n} trials)").format(
-        what=what, median=ratio["median"], min=ratio["min"], max=ratio["max"], n=ratio["n"])
-    return line if is_resolved(ratio) else tr("{line}: not resolved on this machine").format(line=line)
-
-
-def workers_verdict(by_workers: LoaderComparison, rule_workers: int, rule_reason: str) -> tuple[int, bool, str]:
-    """The fastest worker count, whether the rule's count was the fastest or within its spread, and what to print.
-
-    `by_workers` is `compare_loaders` over worker counts (ascending; the last is "4 x cores", whose warnings are
-    quoted). The rule is within the spread when its best pass reached the fastest count's worst (notebook 04).
-    """
-    samples_per_s = by_workers.samples_per_s
-    oversubscribed = by_workers.warnings[list(samples_per_s)[-1]]
-    counts = list(samples_per_s)
-    best_count = max(counts, key=lambda n: samples_per_s[n]["median"])
-    best, rule = samples_per_s[best_count], samples_per_s[rule_workers]
-    in_spread = rule["max"] >= best["min"]
-    if rule_workers == best_count:
-        rule_verdict = tr("the fastest.")
-    else:
-        rule_verdict = tr("{share:.0%} of the fastest, ").format(share=rule["median"] / best["median"]) + (
-            tr("within the spread of the passes.") if in_spread else tr("outside the spread."))
-    lines = [tr("Fastest here: num_workers={count}, {median:.0f} samples/s (median).").format(
-                 count=best_count, median=best["median"]),
-             tr("The rule ({reason}) gave num_workers={count}: ").format(reason=rule_reason, count=rule_workers)
-             + rule_verdict,
-             tr("'4 x cores' = {count} workers: {share:.0%} of the fastest; PyTorch said: {said}").format(
-                 count=counts[-1], share=samples_per_s[counts[-1]]["median"] / best["median"],
-                 said=" ".join(oversubscribed) or tr("nothing"))]
-    return best_count, rule_workers == best_count or in_spread, "\n".join(lines)
-
-
-def plot_experiments(experiments: dict[str, dict[str, dict]], title: str, path) -> None:
-    """One horizontal bar chart per experiment (medians, min-max as error bars), side by side, saved to `path`.
-
-    `experiments` maps an experiment's name to `{setting: spread}`. Each experiment gets its own axis, because
-    their numbers come from different loads (a full pass, two short epochs) and must not be compared bar to bar
-    (notebook 04).
-    """
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(experiments), figsize=(4.2 * len(experiments), 3.2), squeeze=False)
-    for ax, (name, spreads) in zip(axes[0], experiments.items(), strict=True):
-        labels = [str(label) for label in spreads]
-        medians = [s["median"] for s in spreads.values()]
-        errors = [[s["median"] - s["min"] for s in spreads.values()],
-                  [s["max"] - s["median"] for s in spreads.values()]]
-        ax.barh(labels, medians, xerr=errors, color="tab:blue", capsize=3)
-        ax.set(title=name, xlabel="samples / s (median, min-max)")
-        ax.invert_yaxis()
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.show()

@@ -21,8 +21,6 @@ __all__ = [
     "detect_platform",
     "platform_dirs",
     "resolve_output_dir",
-    "describe_dirs",
-    "hosted_locations",
     "rehearsal_dirs",
     "has_internet",
     "read_only_input",
@@ -151,53 +149,6 @@ def platform_dirs(info: PlatformInfo) -> PlatformDirs:
     cwd = Path.cwd()
     return PlatformDirs(cwd, cwd / "outputs", Path(tempfile.gettempdir()), True, None,
                         tr("Local disk: outputs stay until you delete them."))
-
-
-def _shown_path(path: Path | str, info: PlatformInfo) -> str:
-    """`path` as a notebook prints it: on Colab and Kaggle as it is (the platform's own folders); elsewhere relative
-    to the current folder (`./outputs`), else its last part (`.../results`), so that no printout carries the
-    absolute paths of the machine it ran on (notebooks 00 and 04)."""
-    path = Path(path)
-    if info.hosted:
-        return str(path)
-    resolved, cwd = path.resolve(), Path.cwd().resolve()
-    if resolved.is_relative_to(cwd):
-        return f"./{resolved.relative_to(cwd)}" if resolved != cwd else "."
-    return str(path) if len(path.parts) <= 2 else f".../{path.name}"
-
-
-def describe_dirs(info: PlatformInfo, dirs: PlatformDirs, out: Path | str) -> str:
-    """Lines a notebook prints about its folders, consistent with where this run writes (notebooks 00 and 04).
-
-    Off Colab and Kaggle nothing is attached as input, so inputs read "none (local)". The working folder is where
-    outputs go when `output_dir` is empty; a run given another `output_dir` says so, not implying it writes there.
-    Paths are printed with `_shown_path`.
-    """
-    inputs = str(dirs.input_dir) if info.hosted else tr("none (local)")
-    out = Path(out).resolve()
-    inside = out.is_relative_to(dirs.working_dir.resolve())
-    where = _shown_path(out, info)
-    writes = (tr("this run writes to: {where} (inside the working folder)") if inside else
-              tr("this run writes to: {where} (output_dir was given; the working folder is not used)")).format(
-        where=where)
-    return tr("inputs: {inputs}\nworking folder (outputs when output_dir is empty): "
-              "{working}  (kept after the session: {persists})\n"
-              "scratch: {scratch}\n{writes}").format(inputs=inputs, working=_shown_path(dirs.working_dir, info),
-                                                     persists=dirs.working_persists,
-                                                     scratch=_shown_path(dirs.scratch_dir, info), writes=writes)
-
-
-def hosted_locations() -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """Where Kaggle (a "Save Version" run) and Colab put scratch files, inputs and saved outputs, and each one's
-    note, found by `detect_platform` and `platform_dirs` from each platform's signals (notebook 04)."""
-    hosts = {"Kaggle": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}, "Colab": {"COLAB_RELEASE_TAG": "any"}}
-    locations, notes = {}, {}
-    for name, signals in hosts.items():
-        hosted = platform_dirs(detect_platform(signals))
-        locations[name] = {"scratch": str(hosted.scratch_dir), "inputs": str(hosted.input_dir),
-                           "saved outputs": str(hosted.working_dir)}
-        notes[name] = hosted.note
-    return locations, notes
 
 
 def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None = None) -> Path:

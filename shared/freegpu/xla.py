@@ -9,11 +9,10 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
-import warnings
 
 from .i18n import tr
 
-__all__ = ["is_installed", "xla_status", "metric_count", "old_name_warnings", "compiles_per_step"]
+__all__ = ["is_installed", "xla_status", "metric_count", "compiles_per_step"]
 
 
 def is_installed() -> bool:
@@ -49,17 +48,6 @@ def metric_count(name: str) -> int:
 
     data = met.metric_data(name)
     return data[0] if data else 0
-
-
-def old_name_warnings() -> list[str]:
-    """The DeprecationWarnings of the old names `xm.xla_device()` and `xm.mark_step()`, which point to the new
-    `torch_xla.device()` and `torch_xla.sync()` (notebook 04). Calls both once."""
-    import torch_xla.core.xla_model as xm
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        xm.xla_device(), xm.mark_step()
-    return sorted({str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)})
 
 
 def compiles_per_step(make_model, batches, device, optimizer_class=None, lr: float = 3e-3) -> list[int]:
