@@ -26,7 +26,6 @@ print(f"{n} digits in batches of 50: {len(kept_shapes)} batch shape(s) {sorted(k
       "(and a second step compiles once more while AdamW creates its state, as step 4 counted).")
 
 # %% Exercise 3
-path = dirs.scratch_dir / "freegpu-04-rows.npy"
 np.save(path, rows)  # step 2's file again; MemmapDataset is step 2's class
 try:
     in_workers = measure.compare_loaders(
@@ -45,11 +44,12 @@ print(f"In the loop (step 2) it was {ratios['median']:.2f}; the change is "
          "not resolved on this machine: the two spreads overlap."))
 
 # %% Exercise 4
-from freegpu.launch import launcher_branch
-
-kaggle = {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}
-with_pjrt = launcher_branch(8, gpu_count=0, environ={**kaggle, "PJRT_DEVICE": "TPU"})
-without_pjrt = launcher_branch(8, gpu_count=0, environ=kaggle)
-assert with_pjrt.name == "tpu" and without_pjrt.name != "tpu", (with_pjrt, without_pjrt)
-print(f"Kaggle with PJRT_DEVICE=TPU: branch {with_pjrt.name!r}. {with_pjrt.description}")
-print(f"Without it: branch {without_pjrt.name!r}. {without_pjrt.description}")
+probe = "from accelerate import Accelerator; print(Accelerator(cpu=True).distributed_type.value)"
+said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+has_xla = importlib.util.find_spec("torch_xla") is not None
+assert said == ("XLA" if has_xla else "NO"), said  # a fresh process: no Accelerator there yet
+print(f"Accelerator(cpu=True) in a fresh process here: {said}.")
+if has_xla:
+    print("torch_xla is importable: cpu=True is ignored. On a TPU VM no gloo group forms.")
+else:
+    print("No torch_xla here: cpu=True stays on the CPU. On a TPU VM the same line gives XLA.")
