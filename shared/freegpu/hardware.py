@@ -185,9 +185,8 @@ def recommend(hw: HardwareInfo) -> Recommendation:
     caps = [gpu.compute_capability for gpu in hw.gpus]
     if hw.device_kind == "tpu":
         # Accelerate's bf16 on a TPU sets XLA_USE_BF16=1: weights and AdamW state stored in bf16 (notebook 05).
-        # Not through tr() yet: the package catalog gets this sentence when the coordinator prunes it.
-        precision, why = "no", ("TPU: fp32, since Accelerate's bf16 here stores the weights in bf16, where "
-                                "small updates round away; the TPU's matrix units multiply in bf16 anyway.")
+        precision, why = "no", tr("TPU: fp32, since Accelerate's bf16 here stores the weights in bf16, where "
+                                  "small updates round away; the TPU's matrix units multiply in bf16 anyway.")
         per = tr("one process per TPU chip ({procs}).")
     elif caps:  # the tensor cores of the oldest GPU decide: Volta (7.0) has fp16 ones, Ampere (8.0) bf16 too
         precision, why = (("bf16", tr("compute capability >= 8.0: bf16 tensor cores, no loss scaling needed."))
