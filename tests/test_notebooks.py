@@ -247,6 +247,7 @@ def check_04_loader_half(results, out):
     assert all(s["median"] <= best for s in measured.values())
     if counts[-1] > cpus:
         assert any("suggested max number of worker" in w for w in results["oversubscription_warning"])
+    assert results["memmap_header_values"] == 32  # np.memmap on a .npy file: its 128-byte header read as 32 floats
     ratio = results["memmap_vs_memory_ratio"]
     assert ratio["n"] == 3 and 0 < ratio["min"] <= ratio["median"] <= ratio["max"] < 10
     assert set(results["epochs_samples_per_s"]) == {"2 epochs, fresh workers", "2 epochs, persistent_workers"}
