@@ -1,0 +1,187 @@
+"""The cluster starter (starters/cluster/): Accelerate on several machines, and a real SLURM run.
+
+- The three configs load with Accelerate's own loader (`load_config_from_file`), as `accelerate launch` reads them.
+- `train.py --cpu` runs under `accelerate launch` on 2 CPU processes (gloo): 2 ranks, equal losses.
+- `train.sbatch` passes `bash -n`; SLURM's own parser takes it (`sbatch --test-only`).
+- A real SLURM cluster in a scratch folder (nothing in /etc): munged with its own key and socket, slurmctld and two
+  slurmd nodes on localhost. `sbatch --wait train.sbatch` runs one launcher per node: rank 0 on node1, rank 1 on
+  node2, equal losses. Every daemon is stopped by its pid, even on failure. Without slurm-wlm and munge
+  (`apt-get install -y slurm-wlm munge`, which .ci/run does) the SLURM tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+CLUSTER = ROOT / "starters" / "cluster"
+BIN = Path(sys.executable).parent  # accelerate and python of this environment
+SLURM_TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo")
+MISSING = [t for t in SLURM_TOOLS if shutil.which(t) is None]
+needs_slurm = pytest.mark.skipif(
+    bool(MISSING), reason=f"SLURM not installed (no {', '.join(MISSING)}): apt-get install -y slurm-wlm munge")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the scratch SLURM cluster runs its daemons as root")
+ENV = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
+       "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ranks(report: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(report.parent.glob(report.name + ".rank*"))]
+
+
+@pytest.mark.parametrize("name", ["multi_node", "fsdp2", "deepspeed_zero3"])
+def test_config_loads_with_accelerates_loader(name):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(CLUSTER / f"{name}.yaml"))
+    expected = {"multi_node": "MULTI_GPU", "fsdp2": "FSDP", "deepspeed_zero3": "DEEPSPEED"}[name]
+    assert str(config.distributed_type).endswith(expected)
+    if name == "multi_node":
+        assert (config.num_machines, config.num_processes, config.rdzv_backend) == (2, 2, "static")
+    if name == "fsdp2":
+        assert config.fsdp_config["fsdp_version"] == 2
+    if name == "deepspeed_zero3":
+        assert config.deepspeed_config["zero_stage"] == 3
+
+
+def test_train_py_two_cpu_processes(tmp_path):
+    report = tmp_path / "r.json"
+    cmd = [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--main_process_port", str(free_port()), str(CLUSTER / "train.py"), "--cpu", str(report)]
+    out = subprocess.run(cmd, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = ranks(report)
+    assert [r["rank"] for r in rows] == [0, 1] and {r["world"] for r in rows} == {2}
+    assert {r["distributed_type"] for r in rows} == {"DistributedType.MULTI_CPU"}
+    assert rows[0]["losses"] == rows[1]["losses"]
+
+
+def test_allreduce_check_two_cpu_processes(tmp_path):
+    cmd = [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", str(free_port()),
+           str(CLUSTER / "allreduce_check.py")]
+    out = subprocess.run(cmd, env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "rank 0/2: all_reduce 2" in out.stdout and "rank 1/2: all_reduce 2" in out.stdout
+
+
+def test_sbatch_script_parses_in_bash():
+    subprocess.run(["bash", "-n", str(CLUSTER / "train.sbatch")], check=True)
+
+
+SLURM_CONF = """ClusterName=course
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={d}/munge.socket
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool/%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/log/slurmctld.log
+SlurmdLogFile={d}/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SlurmctldPort={p0}
+SlurmdPort={p1}
+NodeName=node[1-2] NodeHostname={host} NodeAddr=127.0.0.1 Port={p1}-{p2} CPUs=1 State=UNKNOWN
+PartitionName=debug Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A two-node SLURM cluster on localhost in a scratch folder; yields the environment for its clients."""
+    d = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool", "log"):
+        (d / sub).mkdir()
+    d.chmod(0o700)  # munged refuses a socket folder others can write to
+    key = d / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    p0 = free_port()
+    p1 = p0 + 1  # slurmd ports p1 (node1) and p1 + 1 (node2); SlurmdPort is the default
+    (d / "slurm.conf").write_text(SLURM_CONF.format(host=socket.gethostname(), d=d, p0=p0, p1=p1, p2=p1 + 1))
+    env = {**ENV, "SLURM_CONF": str(d / "slurm.conf")}
+    conf = ["-f", str(d / "slurm.conf")]
+    pid_files = [d / "munged.pid", d / "slurmctld.pid", d / "slurmd-node1.pid", d / "slurmd-node2.pid"]
+    try:
+        subprocess.run(["munged", "--force", f"--socket={d}/munge.socket", f"--key-file={key}",
+                        f"--pid-file={d}/munged.pid", f"--log-file={d}/log/munged.log",
+                        f"--seed-file={d}/munged.seed"], env=env, check=True, timeout=30)
+        subprocess.run(["slurmctld", *conf], env=env, check=True, timeout=30)
+        for node in ("node1", "node2"):
+            subprocess.run(["slurmd", *conf, "-N", node], env=env, check=True, timeout=30)
+        for _ in range(100):  # idle about 3 s after the start
+            out = subprocess.run(["sinfo", "-h", "-o", "%T %D"], env=env, capture_output=True, text=True)
+            if out.stdout.split() == ["idle", "2"]:
+                break
+            time.sleep(0.3)
+        else:
+            logs = "\n".join(p.read_text()[-1500:] for p in (d / "log").iterdir())
+            pytest.fail(f"the two nodes never became idle: {out.stdout!r} {out.stderr!r}\n{logs}")
+        yield env, d
+    finally:  # always stop every daemon we started, by its own pid, and wait until each has gone
+        pids = [int(p.read_text().split()[0]) for p in reversed(pid_files) if p.exists()]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for _ in range(100):
+            if not any(Path(f"/proc/{pid}").exists() for pid in pids):
+                break
+            time.sleep(0.1)
+
+
+@needs_slurm
+@needs_root
+def test_sbatch_test_only(slurm):
+    env, _ = slurm
+    out = subprocess.run(["sbatch", "--test-only", str(CLUSTER / "train.sbatch")], env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and "to start at" in out.stderr, out.stderr
+
+
+@needs_slurm
+@needs_root
+def test_real_slurm_two_nodes(slurm, tmp_path):
+    env, d = slurm
+    report = tmp_path / "slurm.json"
+    shutil.copy(CLUSTER / "train.py", tmp_path)
+    job_env = {**env, "MAIN_IP": "127.0.0.1", "MAIN_PORT": str(free_port()), "TRAIN_ARGS": f"--cpu {report}"}
+    start = time.perf_counter()
+    out = subprocess.run(["sbatch", "--wait", f"--chdir={tmp_path}", f"--output={tmp_path}/job.out",
+                          str(CLUSTER / "train.sbatch")], env=job_env, capture_output=True, text=True,
+                         timeout=120)
+    job_out = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
+    assert out.returncode == 0, out.stderr + job_out[-3000:]
+    rows = ranks(report)
+    assert [r["rank"] for r in rows] == [0, 1] and {r["world"] for r in rows} == {2}, job_out[-3000:]
+    assert [r["local_rank"] for r in rows] == [0, 0]  # one process per node
+    assert {r["distributed_type"] for r in rows} == {"DistributedType.MULTI_CPU"}
+    assert rows[0]["losses"] == rows[1]["losses"]
+    print(f"sbatch --wait: {time.perf_counter() - start:.1f} s")
