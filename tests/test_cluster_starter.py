@@ -4,7 +4,7 @@
 - `train.py --cpu` runs under `accelerate launch` on 2 CPU processes (gloo): 2 ranks, equal losses.
 - `train.sbatch` passes `bash -n`; SLURM's own parser takes it (`sbatch --test-only`).
 - A real SLURM cluster in a scratch folder (nothing in /etc): munged with its own key and socket, slurmctld and two
-  slurmd nodes on localhost. `sbatch --wait train.sbatch` runs one launcher per node: rank 0 on node1, rank 1 on
+  slurmd nodes on localhost. `sbatch train.sbatch` runs one launcher per node: rank 0 on node1, rank 1 on
   node2, equal losses. Every daemon is stopped by its pid, even on failure. Without slurm-wlm and munge
   (`apt-get install -y slurm-wlm munge`, which .ci/run does) the SLURM tests skip and say so.
 """
@@ -174,14 +174,22 @@ def test_real_slurm_two_nodes(slurm, tmp_path):
     shutil.copy(CLUSTER / "train.py", tmp_path)
     job_env = {**env, "MAIN_IP": "127.0.0.1", "MAIN_PORT": str(free_port()), "TRAIN_ARGS": f"--cpu {report}"}
     start = time.perf_counter()
-    out = subprocess.run(["sbatch", "--wait", f"--chdir={tmp_path}", f"--output={tmp_path}/job.out",
+    out = subprocess.run(["sbatch", "--parsable", f"--chdir={tmp_path}", f"--output={tmp_path}/job.out",
                           str(CLUSTER / "train.sbatch")], env=job_env, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=30, check=True)
+    job = out.stdout.strip().split(";")[0]
+    # `sbatch --wait` would do, but it polls ever more slowly (a 10 s job returned after 42 s)
+    for _ in range(240):
+        state = subprocess.run(["scontrol", "-o", "show", "job", job], env=env, capture_output=True,
+                               text=True).stdout
+        if "JobState=PENDING" not in state and "JobState=RUNNING" not in state:
+            break
+        time.sleep(0.5)
     job_out = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
-    assert out.returncode == 0, out.stderr + job_out[-3000:]
+    assert "JobState=COMPLETED" in state and "ExitCode=0:0" in state, state + job_out[-3000:]
     rows = ranks(report)
     assert [r["rank"] for r in rows] == [0, 1] and {r["world"] for r in rows} == {2}, job_out[-3000:]
     assert [r["local_rank"] for r in rows] == [0, 0]  # one process per node
     assert {r["distributed_type"] for r in rows} == {"DistributedType.MULTI_CPU"}
     assert rows[0]["losses"] == rows[1]["losses"]
-    print(f"sbatch --wait: {time.perf_counter() - start:.1f} s")
+    print(f"sbatch to completed: {time.perf_counter() - start:.1f} s")
