@@ -43,27 +43,7 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-class PackHooks:
-    """Base of the `with` blocks that watch what autograd saves for backward: a subclass defines `_pack(tensor)`,
-    which sees every saved tensor and returns what autograd keeps (unpacking gives it back unchanged)."""
-
-    _hooks = None
-
-    def _pack(self, tensor):
-        raise NotImplementedError
-
-    def __enter__(self):
-        import torch
-
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
-        self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._hooks.__exit__(*exc)
-
-
-class SavedTensors(PackHooks):
+class SavedTensors:
     """Count the bytes autograd saves for the backward pass inside a `with` block (any device).
 
     Uses `torch.autograd.graph.saved_tensors_hooks`: every tensor an op keeps for its gradient passes through
@@ -81,6 +61,18 @@ class SavedTensors(PackHooks):
         self.parameter_bytes = 0
         self.by_dtype: dict[str, int] = {}
         self._seen: set[tuple[int, int]] = set()
+        self._hooks = None
+
+    def __enter__(self):
+        import torch
+
+        # Every saved tensor passes through `_pack`; what it returns is what autograd keeps (unpacked unchanged).
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
 
     def _pack(self, tensor):
         storage = tensor.untyped_storage()
@@ -168,9 +160,5 @@ def compare(a: list[float], b: list[float], kind: str = "ratio") -> dict[str, fl
         result, null = spread([x / y for x, y in zip(a, b, strict=True)]), 1.0
     else:
         result, null = spread([x - y for x, y in zip(a, b, strict=True)]), 0.0
-    return {**result, "resolved": _excludes(result, null)}
-
-
-def _excludes(values: dict[str, float], null: float) -> bool:
-    """Whether a spread lies wholly on one side of `null`: every trial went the same way."""
-    return values["min"] > null or values["max"] < null
+    # Resolved: the spread lies wholly on one side of `null`, so every trial went the same way.
+    return {**result, "resolved": result["min"] > null or result["max"] < null}
