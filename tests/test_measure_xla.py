@@ -57,21 +57,3 @@ def test_xla_status_without_torch_xla(monkeypatch):
     ok, reason = xla_status()
     assert ok is False and "not installed" in reason and "torch 2.9.0" in reason
     assert "PJRT_DEVICE" not in os.environ  # nothing changed when there is nothing to use
-
-
-
-def test_04_tpu_facts_in_accelerates_source():
-    """Step 5's TPU sentences, pinned on the installed Accelerate: the launcher's TPU condition, fp16 refused on a
-    TPU, and the XLA branch taken before `cpu` is looked at (so cpu=True does not give gloo there)."""
-    import inspect
-
-    import accelerate.accelerator
-    import accelerate.launchers
-    import accelerate.state
-
-    launcher = inspect.getsource(accelerate.launchers.notebook_launcher)
-    assert 'os.environ.get("TPU_NAME", None) is not None' in launcher and '"PJRT_DEVICE", "") == "TPU"' in launcher
-    init = inspect.getsource(accelerate.accelerator.Accelerator.__init__)
-    assert "is_torch_xla_available(check_is_tpu=True)" in init and "fp16 mixed precision is not supported" in init
-    backend = inspect.getsource(accelerate.state.PartialState._prepare_backend)
-    assert backend.index("is_torch_xla_available()") < backend.index("not cpu")

@@ -1,4 +1,5 @@
-"""TPU-only and GPU-only facts that notebooks 01 and 02 state, pinned to the installed Accelerate's source (issue 26).
+"""TPU-only and GPU-only facts that notebooks 01, 02 and 04 state, pinned to the installed Accelerate's source
+(issue 26).
 
 This machine has neither a TPU nor a GPU, so these tests read the lines of `accelerate` that decide each fact: an
 upgrade that changes one fails here, and the notebook's sentence must be checked again. The XLA lane
@@ -26,7 +27,8 @@ def test_accelerate_version_the_facts_were_read_from():
 
 
 def test_with_torch_xla_importable_accelerate_picks_xla_before_it_reads_cpu():
-    """02 step 1 and 01 step 3: on a TPU, `Accelerator(cpu=True)` is an XLA one (state.py, `_prepare_backend`)."""
+    """02 step 1, 01 step 3, 04 step 5: on a TPU, `Accelerator(cpu=True)` is an XLA one (state.py,
+    `_prepare_backend`)."""
     body = _source(state.PartialState._prepare_backend)
     xla, cpu_read = body.index("elif is_torch_xla_available():"), body.index("not cpu")
     assert xla < cpu_read, "XLA is no longer chosen before `cpu` is read: 02's step 1 paragraph may be moot"
@@ -44,7 +46,8 @@ def test_use_torch_xla_0_before_the_import_keeps_torch_xla_out():
 
 
 def test_fp16_is_refused_on_a_tpu_only():
-    """02 step 4 on a TPU without USE_TORCH_XLA=0 would raise: fp16 is refused when the XLA device is a TPU."""
+    """02 step 4 (and 04 step 5) on a TPU without USE_TORCH_XLA=0 would raise: fp16 is refused on a TPU's XLA
+    device."""
     init = _source(accelerator_module.Accelerator.__init__)
     start, end = init.index('self.state.mixed_precision == "fp16"'), init.index('self.state.mixed_precision == "bf16"')
     refusal = init[start:end]
@@ -75,7 +78,8 @@ def test_gloo_for_cpu_processes_also_with_accelerate_use_cpu():
 
 
 def test_notebook_launcher_takes_its_tpu_branch_on_colab_or_kaggle_with_tpu_variables():
-    """01 exercise 4 prints these conditions; the TPU branch needs Colab or Kaggle and TPU_NAME or PJRT_DEVICE=TPU."""
+    """01 exercise 4 prints these conditions and 04 step 5 states them: the TPU branch needs Colab or Kaggle and
+    TPU_NAME or PJRT_DEVICE=TPU."""
     body = _source(launchers.notebook_launcher)
     assert 'os.environ.get("TPU_NAME", None) is not None' in body
     assert 'os.environ.get("PJRT_DEVICE", "") == "TPU"' in body
