@@ -39,7 +39,8 @@ def test_lane_has_torch_xla():
 
 
 def test_cpu_true_is_xla_when_torch_xla_imports():
-    """What 02 said before issue 26 ('on a TPU, cpu=True runs on the host CPU') is false: it is XLA."""
+    """What 02 said before issue 26 ('on a TPU, cpu=True runs on the host CPU') is false: it is XLA. 04's step 5 and
+    exercise 4 say the same: with torch_xla importable, every Accelerator is XLA, cpu=True or not (no gloo)."""
     got = _fresh("import json; from accelerate import Accelerator; a = Accelerator(cpu=True); "
                  "print(json.dumps([a.device.type, a.distributed_type.value]))")
     assert got == ["xla", "XLA"]
