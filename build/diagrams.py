@@ -217,17 +217,14 @@ def url(name: str, language: str) -> str:
             f"{path(name, language).relative_to(ROOT).as_posix()}")
 
 
-ALT = {
-    "en": {"ddp_allreduce": "DDP on 2 ranks: each rank runs forward and backward on its own shard; all-reduce "
-                            "averages the gradients; both ranks take the same optimizer step",
-           "zero_stages": "What each of 2 ranks keeps under DDP and ZeRO-1, 2, 3: 16, 12, 10 and 8 bytes per "
-                          "parameter in fp32",
-           "accumulation_timeline": "Gradient accumulation: 4 micro-batches under no_sync, one all-reduce and one "
-                                    "optimizer step"},
-    "zh": {"ddp_allreduce": "两个秩上的 DDP：每个秩在自己的分片上做前向和反向；全归约把梯度取平均；"
-                            "两个秩做同样的优化器步",
-           "zero_stages": "DDP 与 ZeRO-1、2、3 下两个秩各自保存的内容：fp32 下每个参数 16、12、10、8 字节",
-           "accumulation_timeline": "梯度累积：4 个微批次在 no_sync 下累加，一次全归约，一次优化器步"},
+ALT = {  # short, one sentence each: it counts in the notebook's prose, and shows where the picture cannot load
+    "en": {"ddp_allreduce": "DDP on 2 ranks: each computes gradients on its shard; all-reduce averages them.",
+           "zero_stages": "Bytes per parameter on each of 2 ranks: DDP 16, ZeRO-1 12, ZeRO-2 10, ZeRO-3 8.",
+           "accumulation_timeline": "Gradient accumulation: 4 micro-batches under no_sync, then one all-reduce and "
+                                    "one optimizer step."},
+    "zh": {"ddp_allreduce": "两个秩上的 DDP：每个秩在自己的分片上算梯度，全归约取平均。",
+           "zero_stages": "两个秩上每个参数各占的字节：DDP 16，ZeRO-1 12，ZeRO-2 10，ZeRO-3 8。",
+           "accumulation_timeline": "梯度累积：4 个微批次在 no_sync 下累加，然后一次全归约、一次优化器步。"},
 }
 
 
