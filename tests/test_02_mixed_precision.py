@@ -83,7 +83,7 @@ def test_pick_mixed_precision_on_simulated_gpus_and_tpu():
     assert pick_mixed_precision(gpu(A100), "bf16").warning is None
     assert pick_mixed_precision(gpu(A100), "fp16") == ("fp16", "mixed_precision='fp16' was asked for", None)
     tpu_fp16 = pick_mixed_precision(tpu(), "fp16")
-    assert tpu_fp16.mode == "bf16" and "refuses fp16" in tpu_fp16.warning
+    assert tpu_fp16.mode == "no" and "refuses fp16 on a TPU" in tpu_fp16.warning  # fp32, as recommend says
     with pytest.raises(ValueError, match="'fp8'"):
         pick_mixed_precision(cpu(), "fp8")
 

@@ -300,3 +300,20 @@ def test_check_parameters_names_the_bad_value_and_returns_the_folder(tmp_path):
         check_parameters("01_mnist_migration", good, language="fr")
     with pytest.raises(ValueError, match="not named like"):
         rules_of("mnist")
+
+
+def test_multi_cpu_description_names_every_way_to_a_cpu_group():
+    """Issue 26 (maintainer items 16, 38): cpu=True or ACCELERATE_USE_CPU=1 make a MULTI_CPU group, MPI where torch
+    has it, and nothing of the sort where torch_xla imports (Accelerate picks XLA first), as accelerate/state.py
+    decides."""
+    import inspect
+
+    from accelerate import state
+
+    backend = inspect.getsource(state.PartialState._prepare_backend)
+    assert 'if backend in (None, "mpi") and torch.distributed.is_mpi_available():' in backend
+    assert backend.index("is_torch_xla_available()") < backend.index("DistributedType.MULTI_CPU")
+    assert 'parse_flag_from_env("ACCELERATE_USE_CPU")' in inspect.getsource(state.AcceleratorState.__init__)
+    description = launch.launcher_branch(2, 0, environ={}, shell="").description
+    for fact in ("gloo", "MPI", "cpu=True", "ACCELERATE_USE_CPU=1", "torch_xla"):
+        assert fact in description, fact

@@ -80,3 +80,20 @@ def test_tpu_from_environment(accel_type, chips):
     rec = hardware.recommend(hw)
     assert rec.mixed_precision == "no" and rec.num_processes == chips  # fp32: XLA_USE_BF16 (notebook 05)
 
+
+
+def test_reasons_say_only_what_the_sources_and_the_course_show():
+    """Issue 26 (maintainer items 10, 20, 21): each printed reason pinned to what decides it."""
+    import inspect
+
+    from accelerate import Accelerator
+
+    init = inspect.getsource(Accelerator.__init__)
+    # fp16 on a CPU: the scaler and native AMP are set up only off the CPU, so Accelerate's fp16 does nothing there
+    assert 'self.state.mixed_precision == "fp16"\n            and self.device.type != "cpu"' in init
+    cpu = hardware.recommend(box(cuda=None)).reasons["mixed_precision"]
+    assert "fp16 does nothing" in cpu and "notebook 02 measures" in cpu and "rarely" not in cpu
+    tpu = hardware.recommend(box(environ={"TPU_ACCELERATOR_TYPE": "v5litepod-8", "PJRT_DEVICE": "TPU"}, cuda=None))
+    assert tpu.mixed_precision == "no" and "on a TPU stores the weights in bf16" in tpu.reasons["mixed_precision"]
+    workers, why = hardware.dataloader_workers(1, 1)
+    assert workers == 0 and "without a model step" in why and "copies" not in why  # 04 measures no GPU step

@@ -163,11 +163,10 @@ def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, 
     """DataLoader workers per training process for CPU-heavy loading, and why (00 recommends it, 04 measures it).
 
     The cores are split between the training processes; each process gives all of its share to workers when that
-    is at least two cores. The loop itself mostly waits (for the GPU, or for the next batch), so it needs no core
-    of its own; a single worker, though, does the same work on one core and pickles every batch back to the loop,
-    so it only adds copies. Notebook 04 measures the counts around the rule and says whether it agreed (on a
-    machine busy with other work, 0 can win). The articles' "4 x cores" starts processes that only queue for the
-    same cores.
+    is at least two cores. With one core per process a worker would share that core with the loop, so the rule
+    says 0. Notebook 04 measures the counts around the rule on CPU-bound loading with no model step (on a machine
+    busy with other work, 0 can win); with a GPU step to overlap, one worker can pay off, so measure with your own
+    training step. The articles' "4 x cores" starts processes that only queue for the same cores.
     """
     per_process = max(1, logical_cpus // max(1, num_processes))
     why = tr("{cpus} CPUs / {num_processes} process(es) = {per_process} per process").format(
@@ -175,8 +174,8 @@ def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, 
     if per_process >= 2:
         return per_process, tr("{why}, so {per_process} DataLoader workers per process (one per core).").format(
             why=why, per_process=per_process)
-    return 0, tr("{why}, fewer than 2, so num_workers=0 (load in the loop; a lone worker adds copies, not "
-                 "cores).").format(why=why)
+    return 0, tr("{why}, fewer than 2, so num_workers=0: a worker would share the one core with the loop "
+                 "(notebook 04 measured this without a model step; measure with yours).").format(why=why)
 
 
 def recommend(hw: HardwareInfo) -> Recommendation:
@@ -184,9 +183,13 @@ def recommend(hw: HardwareInfo) -> Recommendation:
     procs = max(hw.tpu.chips, 1) if hw.device_kind == "tpu" else max(len(hw.gpus), 1)
     caps = [gpu.compute_capability for gpu in hw.gpus]
     if hw.device_kind == "tpu":
-        # Accelerate's bf16 on a TPU sets XLA_USE_BF16=1: weights and AdamW state stored in bf16 (notebook 05).
-        precision, why = "no", tr("TPU: fp32, since Accelerate's bf16 here stores the weights in bf16, where "
-                                  "small updates round away; the TPU's matrix units multiply in bf16 anyway.")
+        # Accelerate's bf16 on a TPU sets XLA_USE_BF16=1 (accelerate/state.py, AcceleratorState.__init__; pinned by
+        # tests/test_tpu_facts.py): weights and AdamW state stored in bf16 (notebook 05). At XLA's default matmul
+        # precision a TPU already rounds fp32 inputs to bf16 before multiplying (torch_xla/backends/__init__.py,
+        # set_mat_mul_precision's docstring: "default ... downcasting an FP32 to BF16 before multiplying").
+        precision, why = "no", tr("TPU: fp32, since Accelerate's bf16 on a TPU stores the weights in bf16, where "
+                                  "small updates round away; at XLA's default precision a TPU multiplies fp32 "
+                                  "matrices in bf16 anyway.")
         per = tr("one process per TPU chip ({procs}).")
     elif caps:  # the tensor cores of the oldest GPU decide: Volta (7.0) has fp16 ones, Ampere (8.0) bf16 too
         precision, why = (("bf16", tr("compute capability >= 8.0: bf16 tensor cores, no loss scaling needed."))
@@ -196,7 +199,9 @@ def recommend(hw: HardwareInfo) -> Recommendation:
                           ("no", tr("compute capability < 7.0: no tensor cores, mixed precision gains little.")))
         per = tr("one process per GPU ({procs}).")
     else:
-        precision, why = "no", tr("CPU: Accelerate's fp16 does nothing here, and bf16 autocast is rarely faster.")
+        # fp16 on a CPU: no autocast and no GradScaler (accelerate/accelerator.py; pinned by tests/test_hardware.py)
+        precision, why = "no", tr("CPU: Accelerate's fp16 does nothing here; whether bf16 autocast is faster "
+                                  "depends on the CPU (notebook 02 measures it).")
         per = tr("one process: several CPU processes share the same cores.")
     workers, workers_why = dataloader_workers(hw.logical_cpus, procs)
     reasons = {"mixed_precision": why, "num_processes": per.format(procs=procs), "num_workers": workers_why}

@@ -281,9 +281,12 @@ def launcher_branch(num_processes: int, gpu_count: int, environ: Mapping[str, st
             "NCCL (MULTI_GPU), provided this notebook has not touched CUDA before the launch.").format(
             gpu_count=gpu_count, num_processes=num_processes))
     if num_processes > 1:
+        # accelerate/state.py: ACCELERATE_USE_CPU=1 sets cpu=True; _prepare_backend picks XLA before it reads cpu,
+        # and MPI over gloo where torch was built with it (pinned by tests/test_tpu_facts.py, test_checks_launch.py)
         return LauncherBranch("multi_cpu", num_processes, False, tr(
-            "no GPU: notebook_launcher forks {num_processes} CPU processes; they join with gloo (MULTI_CPU) only if "
-            "each creates Accelerator(cpu=True).").format(num_processes=num_processes))
+            "no GPU: notebook_launcher forks {num_processes} CPU processes; they join with gloo (MULTI_CPU; MPI if "
+            "torch has it) only if each creates Accelerator(cpu=True) or ACCELERATE_USE_CPU=1 is set. Where "
+            "torch_xla imports, each becomes an XLA process instead.").format(num_processes=num_processes))
     return LauncherBranch("single_process", 1, True, tr("num_processes=1: notebook_launcher calls the function once, "
                                                         "in this notebook's own process."))
 

@@ -32,7 +32,8 @@ def pick_mixed_precision(hw: HardwareInfo, requested: str = "auto") -> Precision
     `auto` follows `freegpu.hardware.recommend`. An explicit `fp16` on a CPU is turned into `no` with a warning:
     Accelerate would accept it, report "fp16", and run everything in fp32 (no autocast, no GradScaler). `fp16` on
     a TPU is refused by Accelerate itself (only on a TPU: XLA's CPU and GPU backends accept it), so it becomes
-    `bf16`. bf16 on a GPU without bf16 tensor cores (T4, P100) runs emulated; it is kept, with a warning.
+    `no`, as `recommend` says for a TPU (Accelerate's bf16 there stores the weights in bf16). bf16 on a GPU
+    without bf16 tensor cores (T4, P100) runs its matmuls without tensor cores; it is kept, with a warning.
     """
     check_choice("mixed_precision", requested, MODES)
     rec = recommend(hw)
@@ -44,11 +45,12 @@ def pick_mixed_precision(hw: HardwareInfo, requested: str = "auto") -> Precision
                          tr("mixed_precision='fp16' does nothing on a CPU (no autocast, no GradScaler, yet "
                             "accelerator.mixed_precision says 'fp16'); using 'no'. Try 'bf16' to see CPU autocast."))
     if requested == "fp16" and kind == "tpu":
-        return Precision("bf16", rec.reasons["mixed_precision"],
-                         tr("Accelerate refuses fp16 on XLA devices; TPUs compute in bf16, so using 'bf16'."))
+        return Precision("no", rec.reasons["mixed_precision"],
+                         tr("Accelerate refuses fp16 on a TPU; using 'no' (fp32 weights), since its bf16 there "
+                            "stores the weights in bf16."))
     if requested == "bf16" and kind == "cuda" and not all(g.bf16_tensor_cores for g in hw.gpus):
         names = ", ".join(sorted({g.name for g in hw.gpus}))
         return Precision("bf16", tr("bf16 was asked for on {names}").format(names=names),
-                         tr("{names} has no bf16 tensor cores: bf16 runs emulated, often slower than fp32; "
-                            "use 'fp16' here.").format(names=names))
+                         tr("{names} has no bf16 tensor cores: bf16 matmuls run without them, fp16 ones use "
+                            "them; use 'fp16' here.").format(names=names))
     return Precision(requested, tr("mixed_precision={requested!r} was asked for").format(requested=requested), None)
