@@ -57,10 +57,11 @@ print(f"With 0.2 s, version 1 stopped at step {tight_stop['step']} (with {time_b
 shutil.rmtree(scratch)
 
 # %% Exercise 4
-tpu_meta = kaggle.kernel_metadata(kaggle_owner, "06 Kaggle commit workflow", f"{NOTEBOOK}.ipynb",
-                                  accelerator="tpu", internet=False,
-                                  dataset_sources=[wheelhouse_id])
-tpu_problems = kaggle.validate_kernel_metadata(tpu_meta)
-assert tpu_meta["machine_shape"] == "TpuV5E8" and tpu_problems == [], tpu_problems
-print(f"accelerator='tpu' names machine_shape {tpu_meta['machine_shape']!r} (the TPU v5e-8), and "
-      f"validate_kernel_metadata finds {len(tpu_problems)} problems.")
+tpu_meta = meta | {"enable_gpu": False, "enable_tpu": True, "machine_shape": "TpuV5E8"}  # TPU v5e-8
+tpu_bundle = out / "kaggle" / "tpu"
+tpu_bundle.mkdir(parents=True, exist_ok=True)
+with open(tpu_bundle / "kernel-metadata.json", "w") as f:
+    json.dump(tpu_meta, f, indent=2)
+assert json.loads((tpu_bundle / "kernel-metadata.json").read_text())["machine_shape"] == "TpuV5E8"
+print(f"A TPU kernel sets enable_tpu and machine_shape {tpu_meta['machine_shape']!r} (TPU v5e-8)."
+      " Copy your notebook into kaggle/tpu, then: kaggle kernels push -p kaggle/tpu")
