@@ -17,7 +17,7 @@ import freegpu
 
 COURSE = ["00_environment_check", "01_mnist_migration", "02_mixed_precision", "03_memory_tricks",
           "04_tpu_data_loaders", "05_bert_finetune", "06_kaggle_commit_workflow",
-          "07_beyond_one_machine"]
+          "07_beyond_one_machine", "08_keep_your_work"]
 ENDING = ["## What you measured", "## Recap", "## Exercises", "## Next"]
 PLATFORM_PATHS = re.compile(r"/content\b|/kaggle\b")
 
