@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import io
 import re
 import shutil
@@ -57,11 +58,14 @@ PACKAGE_NAME = "freegpu"
 MESSAGE_CATALOGS = {
     PACKAGE_NAME: (lambda: sorted(PACKAGE.rglob("*.py")), PACKAGE_CATALOG, "tr"),
     "site": (lambda: [ROOT / "build" / "course_site.py"], LOCALE / "site.po", "t"),
+    # the setup cell's messages, the same in every notebook: its zh copy is written from them, not translated
+    "setup": (lambda: [ROOT / "build" / "sync_notebooks.py"], LOCALE / "setup.po", "t"),
 }
 CHECK_CALL = "check_parameters(NOTEBOOK, globals())"  # every check cell's; the zh one passes language="zh"
 FENCE = re.compile(r"^\s*(```|~~~)")
 WORD = re.compile(r"[A-Za-z]{2,}")
 FIELD = re.compile(r"\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\}")  # one {...} field, one level of nested braces allowed
+GLOSSARY_LINK = re.compile(r"(\]\([^)\s]*?)docs/glossary\.md#([\w-]+)")  # a link into the English glossary
 LINK_TARGET = re.compile(r"\]\(([^)\s]+)[^)]*\)")
 SKIP_COMMENT = re.compile(r"^(noqa|type:|pragma|%%|fmt:)")
 HEADER = (
@@ -256,7 +260,8 @@ def split_template(template: str, fields: list[str], parts: int) -> list[str]:
         return [template]
     spans = [m.span() for field in set(fields) for m in re.finditer(re.escape(field), template)]
     spans += [m.span() for m in re.finditer(r"\{\{|\}\}", template)]
-    allowed = [i for i in range(1, len(template)) if not any(a < i < b for a, b in spans)]
+    allowed = [i for i in range(1, len(template)) if not any(a < i < b for a, b in spans)
+               and not _inside_word(template, i)]
     cuts = []
     for k in range(1, parts):
         want = round(k * len(template) / parts)
@@ -265,6 +270,30 @@ def split_template(template: str, fields: list[str], parts: int) -> list[str]:
             cuts.append(best)
     bounds = [0, *cuts, len(template)]
     return [template[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if a < b]
+
+
+def _inside_word(text: str, i: int) -> bool:
+    """Whether a cut before `text[i]` would split a word, a name, a number or a URL (ASCII on both sides)."""
+    return all(c.isascii() and not c.isspace() for c in text[i - 1: i + 1])
+
+
+def zh_links(text: str) -> str:
+    """Markdown whose glossary links point at the zh glossary (docs/zh/glossary.md), at the same term."""
+    anchors = zh_glossary_anchors()
+    return GLOSSARY_LINK.sub(lambda m: f"{m.group(1)}docs/zh/glossary.md#{anchors.get(m.group(2), m.group(2))}", text)
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub (and the site's MyST) gives a heading: lower case, punctuation out, spaces to '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", "")).replace(" ", "-")
+
+
+@functools.cache
+def zh_glossary_anchors() -> dict[str, str]:
+    """English glossary anchor -> the anchor of the same term's heading in docs/zh/glossary.md."""
+    zh = {en: f"{zh_name} ({en})" for zh_name, en in
+          re.findall(r"^## (.+?) \((.+)\)$", (ROOT / "docs" / "zh" / "glossary.md").read_text(), flags=re.M)}
+    return {github_anchor(en): github_anchor(heading) for en, heading in zh.items()}
 
 
 def _literal(piece: str, formatted: bool) -> str:
@@ -323,8 +352,8 @@ def units(nb) -> list[Unit]:
     """Every translatable unit of an English notebook, in order (the badges cell is generated, not translated)."""
     found = []
     for index, cell in enumerate(nb.cells):
-        if "badges" in cell.metadata.get("tags", []):
-            continue
+        if {"badges", "setup"} & set(cell.metadata.get("tags", [])):
+            continue  # generated: the zh ones are written by build/sync_notebooks.py from locale/zh/setup.po
         if cell.cell_type == "markdown":
             found += [Unit(index, "markdown", block) for block, ok in markdown_blocks(cell.source)
                       if ok and translatable(block)]
@@ -474,7 +503,7 @@ def zh_notebook(name: str, nb=None):
     """The zh notebook of `name`: the English one, translated unit by unit (an untranslated unit stays English)."""
     sync = _build_module("sync_notebooks")
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4) if nb is None else nb
-    known = current(load_catalog(name))
+    known, setup = current(load_catalog(name)), current(load_catalog("setup"))
 
     def translate(text: str) -> str:
         return known.get(text, text)
@@ -487,9 +516,11 @@ def zh_notebook(name: str, nb=None):
         try:
             if "badges" in tags:
                 cell.source = sync.badges_source(f"{LANGUAGE}/{name}", settings)
+            elif "setup" in tags:
+                cell.source = sync.setup_source(name, settings, LANGUAGE, lambda text: setup.get(text, text))
             elif cell.cell_type == "markdown":
                 blocks = markdown_blocks(cell.source)
-                cell.source = "\n".join(translate(block) if ok else block for block, ok in blocks)
+                cell.source = zh_links("\n".join(translate(block) if ok else block for block, ok in blocks))
             elif cell.cell_type == "code":
                 cell.source = translate_code(cell.source, translate)
                 if parameters_at is not None and index == parameters_at + 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -63,11 +64,58 @@ def badges_source(name: str, settings: dict) -> str:
 
 
 TROUBLESHOOTING = "docs/troubleshooting.md"  # what to do when the setup cell fails, per platform (on the site too)
+TROUBLESHOOTING_ZH = "docs/zh/troubleshooting.md"  # the same page in Chinese: the zh setup cell links it
+# Where a Kaggle notebook finds the course's wheelhouse when it is attached as an input (the dataset that the
+# Kaggle bundles name, build/image_lane.py's WHEELHOUSE_ID, mounted by its slug: platform.kaggle_dataset_dir).
+KAGGLE_WHEELHOUSE = "/kaggle/input/freegpu-wheelhouse"
+KAGGLE_ENV = "KAGGLE_KERNEL_RUN_TYPE"  # set in every Kaggle session (editor: Interactive; Save Version: Batch)
+WIDTH = 100  # notebooks/ruff.toml's line length
 
 
-def setup_source(name: str, settings: dict) -> str:
+def t(message: str) -> str:
+    """A message of the setup cell, as it is: build/i18n.py finds each `t("...")` with Babel, and the zh
+    catalog locale/zh/setup.po translates it (the zh notebooks' setup cells are written from it)."""
+    return message
+
+
+SETUP_COMMENT = t("Setup: written by build/sync_notebooks.py. Installs the course helpers and extras if missing.")
+SETUP_IMPORTS = t("one line keeps this cell short")
+SETUP_FAILED = t("Installing freegpu failed (pip's output is above). What to do: {help}")
+SETUP_KAGGLE = t("No internet here. Turn on Internet in the notebook's Settings (needs a phone-verified "
+                 "account), or attach your freegpu-wheelhouse dataset (notebook 06 makes it) and run: "
+                 "!pip install --no-index --find-links {wheels} '{spec}'")
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` cut where a line may break: after a space, or beside a CJK character (never inside a word)."""
+    return re.findall(r"[ -~]+? (?=\S)|[ -~]+$|[ -~]+(?=[^ -~])|[^ -~][ ]?", text)
+
+
+def _width(text: str) -> int:
+    """Columns `text` takes in an editor: a CJK character takes two."""
+    return len(text) + sum(not c.isascii() for c in text)
+
+
+def _wrapped(text: str, first: int, rest: int, lines: int | None = None) -> list[str]:
+    """`text` as string literals whose lines fit: the first `first` columns wide, the others `rest`. With `lines`,
+    exactly that many, of about equal width (a translation keeps the English cell's lines: comments stay put)."""
+    pieces, cut, line = _pieces(text), [], ""
+    want = None if lines is None else _width(text) / lines
+    for piece in pieces:
+        room = (first if not cut else rest) - 2  # the quotes
+        full = _width(line + piece) > room if want is None else (
+            len(cut) < lines - 1 and _width(line + piece) > want and line)
+        if line and full:
+            cut.append(line)
+            line = ""
+        line += piece
+    return [f'"{line}"' if '"' not in line else repr(line) for line in [*cut, line]]
+
+
+def setup_source(name: str, settings: dict, language: str = "en", translate=lambda message: message) -> str:
     """The setup cell: install freegpu with this notebook's extras where the helpers or an extra's module are
-    missing; on failure, point at the troubleshooting page (Colab, Kaggle with or without internet, a local clone)."""
+    missing; on failure, say what to do: on Kaggle (no internet), turn the internet on or install from the
+    course's wheelhouse; elsewhere, the troubleshooting page. `translate` gives a message in `language`."""
     extras = settings["extras"].get(name)
     if extras is None:
         raise KeyError(f"{name}: add it to [tool.freegpu.notebook-extras] in pyproject.toml")
@@ -78,20 +126,26 @@ def setup_source(name: str, settings: dict) -> str:
     needs = f"({needs},)" if not extras else f"({needs})"
     spec = "freegpu" + (f"[{','.join(extras)}]" if extras else "")
     requirement = f"{spec} @ git+{settings['repo']}@v{settings['version']}"
-    help_url = f"{settings['repo']}/blob/{settings['branch']}/{TROUBLESHOOTING}"
+    page = TROUBLESHOOTING_ZH if language == "zh" else TROUBLESHOOTING
+    failed = translate(SETUP_FAILED).format(help=f"{settings['repo']}/blob/{settings['branch']}/{page}")
+    kaggle = translate(SETUP_KAGGLE).format(wheels=KAGGLE_WHEELHOUSE, spec=spec)
+    # The long lines end in a URL, which ruff lets run past the line length: the cell keeps to 11 lines.
+    widths = WIDTH - 12 - len(f'if "{KAGGLE_ENV}" not in os.environ else ') - 1, WIDTH - 12 - 1
+    kaggle_lines = _wrapped(SETUP_KAGGLE.format(wheels=KAGGLE_WHEELHOUSE, spec=spec), *widths)
+    if language != "en":
+        kaggle_lines = _wrapped(kaggle, *widths, lines=len(kaggle_lines))
+    kaggle_lines[-1] += ")"
     return (
-        "# Setup: written by build/sync_notebooks.py. Installs the course helpers and extras if missing.\n"
-        "import importlib.util\n"
-        "import subprocess\n"
-        "import sys\n"
+        f"# {translate(SETUP_COMMENT)}\n"
+        f"import importlib.util, os, subprocess, sys  # noqa: E401, I001 ({translate(SETUP_IMPORTS)})\n"
         "\n"
         f"NEEDS = {needs}\n"
         "if any(importlib.util.find_spec(name) is None for name in NEEDS):\n"
-        '    pip = [sys.executable, "-m", "pip", "install", "--quiet",\n'
-        f'           "{requirement}"]\n'
+        f'    pip = [sys.executable, "-m", "pip", "install", "--quiet", "{requirement}"]\n'
         "    if subprocess.run(pip).returncode != 0:\n"
-        '        raise RuntimeError("Installing freegpu failed (pip\'s output is above). What to do: "\n'
-        f'                           "{help_url}")'
+        f'        raise RuntimeError("{failed}"\n'
+        f'            if "{KAGGLE_ENV}" not in os.environ else {kaggle_lines[0]}\n'
+        + "\n".join(f"            {line}" for line in kaggle_lines[1:])
     )
 
 
