@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, planted_hits
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, PLANTED_SECRETS, planted_hits
 
 from freegpu import checks, results
 
@@ -37,6 +37,17 @@ def test_no_planted_secret_in_any_file_written(course_site, course_out):
     for name in ("HF_TOKEN", "KAGGLE_KEY", "KAGGLE_CREDS", "HF_SIGNING_KEY", "WANDB_API_KEY", "MY_DB_PASSWORD"):
         assert f"| `{name}` | [redacted] |" in shown, name
     assert any("[redacted]" in page for page in pages), "the mark must survive on the site page"
+
+
+@pytest.mark.notebook
+def test_08_reads_the_planted_token_and_writes_it_nowhere(executed, course_out):
+    """08 reads HF_TOKEN from the platform's secrets (here the environment, where conftest planted it) and prints
+    only its length: the value is in no file of its run (its Colab stand-in run: tests/test_08_keep_your_work.py)."""
+    record, results = executed("08_keep_your_work")
+    assert results["hf_token_source"] == "os.environ"
+    assert results["hf_token_length"] == len(PLANTED_SECRETS["HF_TOKEN"])
+    run_folder = (course_out / record.results).parent  # results.json, the script, the data, the "Drive" folder
+    assert planted_hits(course_out / "executed" / "08_keep_your_work.ipynb", run_folder) == []
 
 
 # --- parameters: the parameters and check cells only, in this process (seconds) --------------------------------
@@ -92,6 +103,9 @@ BAD_TOGETHER = {
                             ("cost_ms", {"cost_ms": 100.0, "loader_samples": 4096})],
     "06_kaggle_commit_workflow": [("kill_at_step", {"kill_at_step": 20}), ("kill_at_step", {"kill_at_step": 10}),
                                   ("weekly_quota_hours", {"weekly_quota_hours": 6.0})],
+    "08_keep_your_work": [("kill_at_step", {"kill_at_step": 20}), ("kill_at_step", {"kill_at_step": 5}),
+                          ("kill_at_step", {"kill_at_step": 48}),
+                          ("checkpointing_steps", {"checkpointing_steps": 49})],
 }
 
 

@@ -115,6 +115,24 @@ def test_colab_one_gpu(starter):
     model.load_state_dict(load_file(folder / "model" / "model.safetensors"))
 
 
+def test_colab_one_gpu_resumes_from_its_checkpoints(starter, tmp_path):
+    """A second session: the first run's checkpoints (on Drive on Colab, under output_dir here) are found; the run
+    resumes at the newest, skips the batches it had used, and ends with the first run's weights, bit for bit."""
+    _, first = starter("colab_one_gpu")
+    results = json.loads((first / "results.json").read_text())
+    assert results["resumed_from_step"] == 0 and results["checkpoints"] == ["step_40", "step_60"]  # 72 steps, 2 kept
+    again = tmp_path / "starters" / "results" / "colab_one_gpu"
+    shutil.copytree(first / "checkpoints", again / "checkpoints")  # what Drive keeps between sessions
+    [record] = runner.execute_starters([STARTERS / "colab_one_gpu.ipynb"], tmp_path)
+    assert record.status == "ok", record.error
+    resumed = json.loads((again / "results.json").read_text())
+    assert resumed["resumed_from_step"] == 60 and resumed["checkpoints"] == ["step_40", "step_60"]
+    from safetensors.torch import load_file
+
+    a, b = (load_file(folder / "model" / "model.safetensors") for folder in (first, again))
+    assert all(torch.equal(a[name], b[name]) for name in a)
+
+
 @pytest.mark.skipif(GPU, reason="a GPU would run NCCL processes: this test checks the CPU rehearsal (gloo)")
 def test_kaggle_t4x2_two_launches_two_processes_each(starter):
     record, folder = starter("kaggle_t4x2")
