@@ -62,14 +62,6 @@ class Page:
     executed: Path
 
 
-def _sync_module():
-    path = Path(__file__).with_name("sync_notebooks.py")
-    spec = importlib.util.spec_from_file_location("build_sync_notebooks", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 MACHINE_LABELS = {"os": "OS", "python": "Python", "cpu": "CPU", "logical_cpus": "logical CPUs",
                   "usable_cpus": "usable CPUs", "ram_gib": "RAM GiB"}
 
@@ -383,11 +375,12 @@ def stage(out_root: Path, src: Path, repo_root: Path = ROOT, language: str = "en
 
     The English edition shows every run but the zh lane's; the zh edition shows the zh lane's runs, with docs/zh/
     as its pages (conf.py and _static are shared)."""
+    from build import sync_notebooks as sync
+
     _edition["language"] = language
     summary = json.loads((out_root / "summary.json").read_text())
     summary = {**summary, "notebooks": [r for r in summary["notebooks"]
                                         if (r.get("lane") == "zh") == (language == "zh")]}
-    sync = _sync_module()
     settings = sync.course_settings()
     docs = DOCS / language if language != "en" else DOCS
     shutil.rmtree(src, ignore_errors=True)
@@ -492,4 +485,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # the siblings import as build.<name>, as in the tests
     sys.exit(main())

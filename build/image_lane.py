@@ -12,15 +12,14 @@ fresh runtime of that platform, with the venv put back to the image's state afte
   from GitHub, which git's `url.<base>.insteadOf` (in a GIT_CONFIG_GLOBAL file of the lane's own) redirects to a
   mirror of this working tree (tracked and untracked-not-ignored files, committed and tagged v<version>). The
   kernel's shell is a stand-in `google.colab._shell.Shell`, so `google.colab` is imported, as on Colab.
-- kaggle: the notebook as a Kaggle bundle with internet off writes it (freegpu.kaggle.write_kernel_bundle): its
-  setup cell installs from the wheelhouse (built for this Python from the image's versions) with --no-index, in a
-  kernel where pip reaches no index at all (PIP_NO_INDEX, no pip configuration, no find-links).
+- kaggle: the notebook as a Kaggle bundle with internet off writes it (build/kaggle_bundles.py): its setup cell
+  installs from the wheelhouse (built for this Python from the image's versions) with --no-index, in a kernel
+  where pip reaches no index at all (PIP_NO_INDEX, no pip configuration, no find-links).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -75,18 +74,9 @@ def _run(cmd: list[str], *, timeout: float = 1800, env: dict | None = None, cwd:
     return done.stdout
 
 
-def _build_script(name: str):
-    """Import a script of build/ (a folder of scripts, not a package), as the tests do."""
-    spec = importlib.util.spec_from_file_location(f"build_{name}", ROOT / "build" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def load(name: str):
-    """The image `name` (freegpu.wheelhouse.ImageVersions) and the torch the lanes run instead of the image's."""
-    from freegpu.wheelhouse import load_image
+    """The image `name` (build/wheelhouse.py `ImageVersions`) and the torch the lanes run instead of the image's."""
+    from build.wheelhouse import load_image
 
     image = load_image(IMAGES, name)
     lanes = tomllib.loads(IMAGES.read_text()).get("lanes", {})
@@ -248,10 +238,10 @@ def run_lane(name: str, notebooks: list[str], out: Path, parameters: dict | None
 
     The venv (`.venv-images/<name>`) must exist (`python build/image_lane.py venv <name>`, or `make test-images`).
     """
-    from freegpu import kaggle
-    from freegpu.wheelhouse import build_image_wheelhouse
+    from build import kaggle_bundles as kaggle
+    from build import run_course
+    from build.wheelhouse import build_image_wheelhouse
 
-    run_course = _build_script("run_course")
     image, _ = load(name)
     python = lane_python(name)
     stamp = venv_dir(name) / STAMP
@@ -359,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"venv build {lane['venv_build_s']} s, prepare {lane['prepare_s']} s, runs {lane['runs_s']} s")
         return 1 if any(r["status"] != "ok" for r in lane["runs"]) else 0
     else:
-        from freegpu import kaggle
-        from freegpu.wheelhouse import build_image_wheelhouse, load_image
+        from build import kaggle_bundles as kaggle
+        from build.wheelhouse import build_image_wheelhouse, load_image
 
         image = load_image(IMAGES, args.image)
         extras = kaggle.course_extras(sorted(NOTEBOOKS.glob("*.ipynb")))
@@ -374,4 +364,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # the siblings import as build.<name>, as in the tests
     sys.exit(main())

@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import datetime as dt
 import functools
-import importlib.util
 import json
 import os
 import platform
@@ -96,15 +95,6 @@ class PeakRss:
         self._thread.join()
 
 
-def build_script(name: str):
-    """Import a script of build/ (a folder of scripts, not a package) as module `build_<name>`."""
-    spec = importlib.util.spec_from_file_location(f"build_{name}", Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def execute(notebook: Path, out_root: Path, parameters: dict | None = None, solutions: bool = True) -> NotebookRun:
     """Execute one notebook with papermill; its output_dir is `out_root/results/<name>`.
 
@@ -115,6 +105,9 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None, solu
     """
     import nbformat
     import papermill
+
+    from build import i18n
+    from build import solutions as solution_blocks
 
     name = notebook.stem
     results_dir = out_root / "results" / name
@@ -128,8 +121,8 @@ def execute(notebook: Path, out_root: Path, parameters: dict | None = None, solu
         try:
             translate = None
             if solutions and notebook.parent.name == "zh":  # the Chinese edition: solutions from its catalog
-                translate = functools.partial(build_script("i18n").zh_solutions, notebook.stem)
-            solved = build_script("solutions").prepare(notebook, translate) if solutions else None
+                translate = functools.partial(i18n.zh_solutions, notebook.stem)
+            solved = solution_blocks.prepare(notebook, translate) if solutions else None
             source = notebook
             if solved is not None:  # the notebook with its solutions, written where papermill reads it
                 source = Path(scratch) / notebook.name
@@ -261,7 +254,9 @@ def write_summary(out_root: Path, runs: list[NotebookRun], **extra) -> Path:
 
 def build_site(out_root: Path) -> tuple[Path, float]:
     """Build the course site from summary.json and the executed notebooks (build/course_site.py)."""
-    return build_script("course_site").build(out_root)
+    from build import course_site
+
+    return course_site.build(out_root)
 
 
 def parameter_value(text: str):
@@ -306,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         runs += run_xla_lane(args.xla_python, [nb for nb in notebooks if nb.stem in XLA_LANE], args.out,
                              dict(args.parameter))
     if args.lane == "main":  # push-ready Kaggle folders and the offline wheelhouse (notebook 06)
-        from freegpu.kaggle import write_course_bundles
+        from build.kaggle_bundles import write_course_bundles
 
         write_course_bundles(args.out / "kaggle", notebooks)
     write_summary(args.out, runs)
@@ -335,4 +330,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # the siblings import as build.<name>, as in the tests
     sys.exit(main())

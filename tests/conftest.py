@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -60,12 +60,33 @@ def planted_hits(*roots: Path) -> list[str]:
 
 
 def load_build_script(name: str):
-    """Import a script from build/ (it is a folder of scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"build_{name}", ROOT / "build" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    """build/<name>.py, imported as `build.<name>` (kept while test files move to `from build import <name>`)."""
+    return importlib.import_module(f"build.{name}")
+
+
+def run_once(out: Path, folder: Path = NOTEBOOK_DIR, parameters=lambda name: {"profile": "smoke"}, *,
+             solutions: bool = True, label: str = ""):
+    """`run(name, **extra)` executes `folder/<name>.ipynb` into `out` once per (name, extra), with the planted
+    secrets in its kernel's environment and `parameters(name)` plus `extra`; returns (record, results).
+    `run.out` is the folder the record's paths are relative to. Every executed-run fixture is one of these."""
+    from build import run_course
+
+    cache = {}
+
+    def run(name: str, **extra):
+        key = (name, tuple(sorted(extra.items())))
+        if key not in cache:
+            with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
+                for variable, value in PLANTED_SECRETS.items():
+                    patch.setenv(variable, value)
+                record = run_course.execute(folder / f"{name}.ipynb", out, {**parameters(name), **extra},
+                                            solutions=solutions)
+            assert record.status == "ok", f"{label}{name} failed: {record.error}"
+            cache[key] = (record, json.loads((out / record.results).read_text()))
+        return cache[key]
+
+    run.out = out
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -76,21 +97,7 @@ def course_out(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def executed(course_out):
     """`executed(name)` runs notebook `name` once (smoke profile, planted secrets) and returns its record."""
-    runner = load_build_script("run_course")
-    cache = {}
-
-    def run(name: str):
-        if name not in cache:
-            with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
-                for key, value in PLANTED_SECRETS.items():
-                    patch.setenv(key, value)
-                record = runner.execute(NOTEBOOK_DIR / f"{name}.ipynb", course_out, {"profile": "smoke"})
-            assert record.status == "ok", f"{name} failed: {record.error}"
-            results = json.loads((course_out / record.results).read_text())
-            cache[name] = (record, results)
-        return cache[name]
-
-    return run
+    return run_once(course_out)
 
 
 @pytest.fixture(scope="module")
@@ -103,45 +110,33 @@ def notebook_run(executed, course_out, request):
 
 @pytest.fixture(scope="session")
 def executed_zh(course_out):
-    """`executed_zh(name)` runs the zh notebook of `name` once (smoke profile, planted secrets), like `executed`;
-    `executed_zh.out` is the folder its record's paths are relative to."""
-    runner = load_build_script("run_course")
-    out = course_out / "zh"
-    cache = {}
-
-    def run(name: str):
-        if name not in cache:
-            with pytest.MonkeyPatch.context() as patch:
-                for key, value in PLANTED_SECRETS.items():
-                    patch.setenv(key, value)
-                record = runner.execute(NOTEBOOK_DIR / "zh" / f"{name}.ipynb", out, {"profile": "smoke"})
-            assert record.status == "ok", f"zh {name} failed: {record.error}"
-            cache[name] = (record, json.loads((out / record.results).read_text()))
-        return cache[name]
-
-    run.out = out
-    return run
+    """`executed_zh(name)`: the zh notebook of `name`, run once like `executed`; `executed_zh.out` is the folder
+    its record's paths are relative to."""
+    return run_once(course_out / "zh", NOTEBOOK_DIR / "zh", label="zh ")
 
 
 @pytest.fixture(scope="session")
 def course_site(executed, executed_zh, course_out) -> Path:
     """The course build on the session's runs (summary.json, then the site and its zh edition in site/zh/), once;
     returns the site folder."""
+    from build import run_course
+
     runs = [executed(name)[0] for name in NOTEBOOK_NAMES]
     for name in NOTEBOOK_NAMES:  # as run_course.run_zh_lane records them: lane zh, paths under zh/
         record = executed_zh(name)[0]
         runs.append(dataclasses.replace(record, lane="zh", results=f"zh/{record.results}",
                                         executed=f"zh/{record.executed}"))
-    runner = load_build_script("run_course")
-    runner.write_summary(course_out, runs)
-    runner.build_site(course_out)
+    run_course.write_summary(course_out, runs)
+    run_course.build_site(course_out)
     return course_out / "site"
 
 
 @pytest.fixture(scope="session")
 def hub_folders(tmp_path_factory) -> dict[str, str]:
     """Offline copies of the full profile's sources in the Hub's layout (build/hub_rehearsal.py), built once."""
-    return load_build_script("hub_rehearsal").write_all(tmp_path_factory.mktemp("hub"))
+    from build import hub_rehearsal
+
+    return hub_rehearsal.write_all(tmp_path_factory.mktemp("hub"))
 
 
 # What each notebook's full profile reads, as parameters: the rehearsal folders stand in for the Hub ids.
@@ -155,19 +150,9 @@ def full_parameters(name: str, folders: dict[str, str]) -> dict:
 
 @pytest.fixture(scope="session")
 def executed_full(tmp_path_factory, hub_folders):
-    """`executed_full(name)` runs notebook `name` once with profile="full" on the rehearsal folders."""
-    runner = load_build_script("run_course")
-    out = tmp_path_factory.mktemp("course_full")
-    cache = {}
-
-    def run(name: str, **extra):
-        key = (name, tuple(sorted(extra.items())))
-        if key not in cache:
-            # The full profile rehearses the learner's path; the exercises' solutions are run by the smoke runs.
-            record = runner.execute(NOTEBOOK_DIR / f"{name}.ipynb", out, {**full_parameters(name, hub_folders),
-                                                                          **extra}, solutions=False)
-            assert record.status == "ok", f"{name} (full profile) failed: {record.error}"
-            cache[key] = (record, json.loads((out / record.results).read_text()), out)
-        return cache[key]
-
-    return run
+    """`executed_full(name, **extra)` runs notebook `name` once with profile="full" on the rehearsal folders;
+    returns (record, results, out). The full profile rehearses the learner's path; the exercises' solutions are
+    run by the smoke runs."""
+    run = run_once(tmp_path_factory.mktemp("course_full"), parameters=lambda name: full_parameters(name, hub_folders),
+                   solutions=False, label="full profile: ")
+    return lambda name, **extra: (*run(name, **extra), run.out)

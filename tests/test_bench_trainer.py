@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, load_build_script
+from conftest import ROOT
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -46,7 +46,8 @@ def test_bench_trainer_runs_and_writes_its_report(tmp_path):
 
 
 def test_bench_trainer_arms_are_what_they_say():
-    bench = load_build_script("bench_trainer")
+    from build import bench_trainer as bench
+
     course = inspect.getsource(bench.course_arm)
     taught = "torch.optim.AdamW(model.parameters(), lr=args.learning_rate, fused=fused)"  # 05's, with fused=True
     assert "train_classifier(" in course and taught in course

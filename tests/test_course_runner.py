@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import nbformat
-from conftest import ROOT, load_build_script
+from conftest import ROOT
 
 
 def notebook(path, *sources):
@@ -25,7 +25,8 @@ def test_failing_notebook_is_named_and_the_others_still_run(tmp_path, capsys):
     notebook(notebooks / "00_fails.ipynb", 'output_dir = ""', "raise ValueError('boom')")
     notebook(notebooks / "01_works.ipynb", 'output_dir = ""',
              "import json, pathlib\npathlib.Path(output_dir, 'results.json').write_text(json.dumps({'x': 1}))")
-    runner = load_build_script("run_course")
+    from build import run_course as runner
+
     rc = runner.main(["--notebooks", str(notebooks), "--out", str(tmp_path / "out")])
     assert rc == 1
     assert "FAILED: 00_fails" in capsys.readouterr().err

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 
 import nbformat
-from conftest import NOTEBOOK_DIR, ROOT, load_build_script
+from conftest import NOTEBOOK_DIR, ROOT
+
+from build import course_site
 
 GLOSSARY = ROOT / "docs" / "glossary.md"
 # "03 · Memory tricks, step 6, *Beyond one card: ...*": the notebook's number and title (before any ":"), the step
@@ -75,7 +77,7 @@ def test_the_glossary_page_builds_on_the_site(tmp_path):
     from test_site import fake_course, text_of  # needs the site extra
 
     out = fake_course(tmp_path)
-    load_build_script("course_site").build(out, repo_root=tmp_path)
+    course_site.build(out, repo_root=tmp_path)
     page = text_of((out / "site" / "glossary.html").read_text())
     assert 'href="glossary.html"' in (out / "site" / "index.html").read_text()
     for term in entries():

@@ -17,9 +17,11 @@ from pathlib import Path
 import nbformat
 import polib
 import pytest
-from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, load_build_script
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES
 
-i18n = load_build_script("i18n")
+from build import i18n
+from build.solutions import load_solutions
+
 ZH_DIR = NOTEBOOK_DIR / "zh"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -177,7 +179,7 @@ def test_zh_solutions_are_the_english_solutions_in_chinese(name):
     """The worked solutions a zh notebook runs: the English blocks with only comments and printed strings changed,
     every one of their units in the catalog, and Chinese where the English has words."""
     path = i18n.SOLUTIONS / f"{name}.py"
-    blocks = i18n._build_module("solutions").load_solutions(path)
+    blocks = load_solutions(path)
     zh = i18n.zh_solutions(name, blocks)
     assert len(zh) == len(blocks)
     for number, (a, b) in enumerate(zip(blocks, zh, strict=True), 1):

@@ -18,13 +18,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import NOTEBOOK_DIR, ROOT, load_build_script
+from conftest import NOTEBOOK_DIR, ROOT
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from freegpu import kaggle, wheelhouse
+from build import image_lane, wheelhouse
+from build import kaggle_bundles as kaggle
 
 IN_LANES = os.environ.get("FREEGPU_IMAGE_LANES") == "1"
 lanes_only = pytest.mark.skipif(not IN_LANES, reason="an image lane (a venv per image, minutes to build); "
@@ -218,7 +219,6 @@ def test_setup_requirement_refuses_an_unsynced_cell(tmp_path):
 # ---------------------------------------------------------------- the mirror the Colab lane installs from
 
 def test_mirror_holds_the_working_tree_and_git_redirects_to_it(tmp_path):
-    lane = load_build_script("image_lane")
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -231,11 +231,11 @@ def test_mirror_holds_the_working_tree_and_git_redirects_to_it(tmp_path):
     (repo / "gone.txt").unlink()
     (repo / "new.txt").write_text("untracked")
     (repo / "ignored.txt").write_text("ignored")
-    mirror, commit = lane.make_mirror(tmp_path / "mirror", root=repo, version="9.9")
+    mirror, commit = image_lane.make_mirror(tmp_path / "mirror", root=repo, version="9.9")
     files = subprocess.run(["git", "-C", str(mirror), "ls-files"], capture_output=True, text=True).stdout.split()
     assert files == [".gitignore", "kept.txt", "new.txt"]
     assert (mirror / "kept.txt").read_text() == "edited, not committed"
-    config = lane.write_git_config(tmp_path / "gitconfig", mirror, "https://github.com/someone/course")
+    config = image_lane.write_git_config(tmp_path / "gitconfig", mirror, "https://github.com/someone/course")
     env = {**os.environ, "GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1"}
     remote = subprocess.run(["git", "ls-remote", "https://github.com/someone/course", "refs/tags/v9.9^{}"],
                             capture_output=True, text=True, env=env, timeout=60)
@@ -246,11 +246,10 @@ def test_mirror_holds_the_working_tree_and_git_redirects_to_it(tmp_path):
 # ---------------------------------------------------------------- the lanes
 
 def _lane(name: str, notebooks: list[str], tmp_path_factory) -> dict:
-    lane = load_build_script("image_lane")
-    if not (lane.venv_dir(name) / lane.STAMP).is_file():
+    if not (image_lane.venv_dir(name) / image_lane.STAMP).is_file():
         pytest.fail(f"the {name} lane venv is missing: `make test-images` builds it "
                     f"(python build/image_lane.py venv {name})")
-    return lane.run_lane(name, notebooks, tmp_path_factory.mktemp(name))
+    return image_lane.run_lane(name, notebooks, tmp_path_factory.mktemp(name))
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 from conftest import NOTEBOOK_DIR, ROOT
 from packaging.specifiers import SpecifierSet
 
-from freegpu.wheelhouse import load_images
+from build.wheelhouse import load_images
 
 # Removed in Python 3.13: PEP 594 (https://peps.python.org/pep-0594/) and lib2to3 (What's New in Python 3.13).
 REMOVED_IN_313 = frozenset({"aifc", "audioop", "cgi", "cgitb", "chunk", "crypt", "imghdr", "mailcap", "msilib",

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import load_build_script
 
-course_site = load_build_script("course_site")
-solutions = load_build_script("solutions")
-sync = load_build_script("sync_notebooks")
+from build import course_site, solutions
+from build import sync_notebooks as sync
+
 pytest.importorskip("myst_nb", reason="the site extra is not installed (pip install -e '.[site]')")
 
 # A 2x2 PNG, so the image output is real.
@@ -278,7 +277,8 @@ def test_a_broken_reference_fails_the_build(tmp_path):
 
 def test_make_course_path_runs_the_xla_lane_and_shows_it_as_the_notebook_page(tmp_path, monkeypatch):
     """run_course.main with --xla-python (what `make course` passes): both lanes run, the site shows the XLA one."""
-    runner = load_build_script("run_course")
+    from build import run_course as runner
+
     monkeypatch.delenv("PJRT_DEVICE", raising=False)
     notebooks, out = tmp_path / "notebooks", tmp_path / "out"
     notebooks.mkdir()

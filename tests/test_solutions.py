@@ -11,9 +11,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT, load_build_script
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT
 
-solutions = load_build_script("solutions")
+from build import solutions
 
 # Course notebooks that must have a solutions file with one block per exercise (all of them, once written).
 SOLVED = NOTEBOOK_NAMES  # every notebook: each exercise has its worked solution
@@ -144,7 +144,8 @@ def test_solutions_must_come_after_every_code_cell(tmp_path):
 
 
 def test_execute_runs_the_solutions_in_the_notebooks_kernel_with_its_parameters(tmp_path):
-    runner = load_build_script("run_course")
+    from build import run_course as runner
+
     notebook = _notebook(tmp_path / "notebooks")
     record = runner.execute(notebook, tmp_path / "out", {"factor": 3})
     assert record.status == "ok", record.error
@@ -160,7 +161,8 @@ def test_execute_runs_the_solutions_in_the_notebooks_kernel_with_its_parameters(
 
 
 def test_a_failing_solution_fails_the_run_and_a_misfit_file_fails_before_the_kernel(tmp_path):
-    runner = load_build_script("run_course")
+    from build import run_course as runner
+
     wrong = GOOD.replace("assert value + 1 == 21 * factor + 1", "assert value == 0, 'value is not zero'")
     record = runner.execute(_notebook(tmp_path / "notebooks", solved=wrong), tmp_path / "out")
     assert record.status == "failed" and "AssertionError" in record.error and "value is not zero" in record.error

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import NOTEBOOK_DIR, load_build_script
+from conftest import NOTEBOOK_DIR
 
 IN_LANE = os.environ.get("FREEGPU_XLA_LANE") == "1"
 HAVE_XLA = importlib.util.find_spec("torch_xla") is not None
@@ -72,7 +72,8 @@ def test_fp16_is_refused_when_accelerate_is_told_it_is_on_a_tpu():
 
 def test_02_runs_on_the_host_cpu_where_torch_xla_imports(tmp_path, monkeypatch):
     monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-8")  # freegpu detects a TPU session (PJRT stays CPU)
-    runner = load_build_script("run_course")
+    from build import run_course as runner
+
     record = runner.execute(NOTEBOOK_DIR / "02_mixed_precision.ipynb", tmp_path, {"profile": "smoke"})
     assert record.status == "ok", record.error  # the notebook and its solutions
     r = json.loads((tmp_path / record.results).read_text())
@@ -91,7 +92,8 @@ def test_01_tpu_branch_runs_on_the_host_cpu(tmp_path, monkeypatch):
     torchrun processes join with gloo on the CPU, not XLA."""
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
     monkeypatch.setenv("TPU_NAME", "local")  # with Kaggle: notebook_launcher's TPU branch (PJRT_DEVICE stays CPU)
-    runner = load_build_script("run_course")
+    from build import run_course as runner
+
     record = runner.execute(NOTEBOOK_DIR / "01_mnist_migration.ipynb", tmp_path, {"profile": "smoke"})
     assert record.status == "ok", record.error  # the notebook and its solutions
     r = json.loads((tmp_path / record.results).read_text())

@@ -12,7 +12,7 @@ import json
 import os
 
 import pytest
-from conftest import NOTEBOOK_DIR, load_build_script
+from conftest import NOTEBOOK_DIR
 
 IN_LANE = os.environ.get("FREEGPU_XLA_LANE") == "1"
 HAVE_XLA = importlib.util.find_spec("torch_xla") is not None
@@ -29,7 +29,8 @@ def test_lane_has_what_notebook_05_needs():
 
 
 def test_05_fine_tunes_on_xla_with_one_shape(tmp_path):
-    runner = load_build_script("run_course")
+    from build import run_course as runner
+
     record = runner.execute(NOTEBOOK_DIR / "05_bert_finetune.ipynb", tmp_path, SMALL, solutions=False)
     assert record.status == "ok", record.error
     results = json.loads((tmp_path / record.results).read_text())
