@@ -14,6 +14,7 @@ import time
 
 import psutil
 import pytest
+from conftest import ROOT
 
 from freegpu import checks, launch, platform, results, software
 
@@ -317,3 +318,17 @@ def test_multi_cpu_description_names_every_way_to_a_cpu_group():
     description = launch.launcher_branch(2, 0, environ={}, shell="").description
     for fact in ("gloo", "MPI", "cpu=True", "ACCELERATE_USE_CPU=1", "torch_xla"):
         assert fact in description, fact
+
+
+def test_launcher_branch_knows_torch_xla_sets_pjrt_device_on_a_tpu_vm():
+    """Maintainer item 5: on a Kaggle TPU VM without PJRT_DEVICE, importing accelerate imports torch_xla, which sets
+    PJRT_DEVICE=TPU when it finds the chips, so notebook_launcher takes its TPU branch (no gloo group)."""
+    vm = {"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "TPU_ACCELERATOR_TYPE": "v5litepod-8"}
+    assert launch.launcher_branch(2, 0, environ=vm, shell="").name == "tpu"
+    assert launch.launcher_branch(2, 0, environ={**vm, "PJRT_DEVICE": "CPU"}, shell="").name == "multi_cpu"
+    kaggle_cpu = {"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}
+    assert launch.launcher_branch(2, 0, environ=kaggle_cpu, shell="").name == "multi_cpu"
+    xla_root = next(ROOT.glob(".venv-xla/lib/python3*/site-packages/torch_xla"), None)
+    if xla_root is not None:  # the XLA lane's torch_xla, read where it is installed (the main lane has none)
+        runtime = (xla_root / "runtime.py").read_text()
+        assert "tpu.num_available_chips() > 0" in runtime and "os.environ[xenv.PJRT_DEVICE] = 'TPU'" in runtime

@@ -260,13 +260,17 @@ def launcher_branch(num_processes: int, gpu_count: int, environ: Mapping[str, st
 
     `gpu_count` comes from `nvidia-smi` (`len(detect_hardware().gpus)`), so asking never touches CUDA. `environ` and
     `shell` (the text of `get_ipython()`) default to this process's; pass them to see another platform's branch.
+    On a TPU VM (TPU_ACCELERATOR_TYPE set, as `freegpu.hardware` reads it) PJRT_DEVICE may be unset when you ask:
+    `import accelerate` imports torch_xla, which sets PJRT_DEVICE=TPU when it finds the chips
+    (torch_xla/runtime.py, `_maybe_select_default_device`), before `notebook_launcher` reads it.
     Introduced in notebook 01.
     """
     env = os.environ if environ is None else environ
     shell = _ipython_shell() if shell is None else shell
     in_kaggle = any(key.startswith("KAGGLE") for key in env)  # any variable at all: the launcher's own test
     in_colab = not in_kaggle and "google.colab" in shell
-    if (in_colab or in_kaggle) and (env.get("TPU_NAME") is not None or env.get("PJRT_DEVICE", "") == "TPU"):
+    pjrt = env.get("PJRT_DEVICE", "TPU" if env.get("TPU_ACCELERATOR_TYPE") else "")
+    if (in_colab or in_kaggle) and (env.get("TPU_NAME") is not None or pjrt == "TPU"):
         return LauncherBranch("tpu", 0, False, tr("TPU: xmp.spawn forks one process per TPU chip and ignores "
                                                   "num_processes; each one must create its own Accelerator."))
     if in_colab and gpu_count < 2:
