@@ -92,7 +92,7 @@ def test_reasons_say_only_what_the_sources_and_the_course_show():
     # fp16 on a CPU: the scaler and native AMP are set up only off the CPU, so Accelerate's fp16 does nothing there
     assert 'self.state.mixed_precision == "fp16"\n            and self.device.type != "cpu"' in init
     cpu = hardware.recommend(box(cuda=None)).reasons["mixed_precision"]
-    assert "fp16 does nothing" in cpu and "notebook 02 measures" in cpu and "rarely" not in cpu
+    assert "fp16 does nothing" in cpu and "depends on the CPU" in cpu and "rarely" not in cpu  # 02 times nothing
     tpu = hardware.recommend(box(environ={"TPU_ACCELERATOR_TYPE": "v5litepod-8", "PJRT_DEVICE": "TPU"}, cuda=None))
     assert tpu.mixed_precision == "no" and "on a TPU stores the weights in bf16" in tpu.reasons["mixed_precision"]
     workers, why = hardware.dataloader_workers(1, 1)

@@ -201,7 +201,7 @@ def recommend(hw: HardwareInfo) -> Recommendation:
     else:
         # fp16 on a CPU: no autocast and no GradScaler (accelerate/accelerator.py; pinned by tests/test_hardware.py)
         precision, why = "no", tr("CPU: Accelerate's fp16 does nothing here; whether bf16 autocast is faster "
-                                  "depends on the CPU (notebook 02 measures it).")
+                                  "depends on the CPU (AVX512-BF16, AMX): time it on yours.")
         per = tr("one process: several CPU processes share the same cores.")
     workers, workers_why = dataloader_workers(hw.logical_cpus, procs)
     reasons = {"mixed_precision": why, "num_processes": per.format(procs=procs), "num_workers": workers_why}
