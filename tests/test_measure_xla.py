@@ -6,38 +6,9 @@ import importlib.util
 import os
 
 import pytest
-import torch
-from torch.utils.data import TensorDataset
 
-from freegpu.data import CostlyDataset
-from freegpu.measure import compare, compare_loaders, loader_throughput
+from freegpu.measure import compare
 from freegpu.xla import xla_status
-
-
-def test_loader_throughput_counts_every_sample_and_its_cost():
-    base = TensorDataset(torch.zeros(64, 4), torch.zeros(64))
-    cheap = loader_throughput(base, batch_size=16)
-    costly = loader_throughput(CostlyDataset(base, cost_ms=2.0), batch_size=16)
-    # 64 samples at >= 2 ms each cannot go faster than 500 samples/s.
-    assert costly["samples_per_s"] <= 500 < cheap["samples_per_s"]
-    assert 0 <= costly["first_batch_s"] and costly["warnings"] == []
-
-
-def test_loader_throughput_records_dataloader_warnings():
-    base = TensorDataset(torch.zeros(8, 2), torch.zeros(8))
-    too_many = os.cpu_count() + 2
-    result = loader_throughput(base, batch_size=4, num_workers=too_many)
-    assert any("suggested max number of worker" in w for w in result["warnings"])
-
-
-def test_compare_loaders_interleaves_settings_and_pairs_their_trials():
-    small, large = TensorDataset(torch.zeros(8, 2), torch.zeros(8)), TensorDataset(torch.zeros(64, 2), torch.zeros(64))
-    compared = compare_loaders({"small": {"dataset": small}, "large": {"dataset": large, "batch_size": 8}},
-                               repeats=2, batch_size=4)
-    assert list(compared.passes) == ["small", "large"] and all(len(v) == 2 for v in compared.passes.values())
-    assert compared.samples_per_s["large"]["n"] == 2 and compared.warnings == {"small": [], "large": []}
-    ratio = compare(compared.passes["large"], compared.passes["small"])
-    assert ratio["min"] == min(a / b for a, b in zip(compared.passes["large"], compared.passes["small"], strict=True))
 
 
 def test_compare_is_resolved_either_way_and_only_when_every_trial_agrees():

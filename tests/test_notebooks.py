@@ -245,12 +245,9 @@ def check_04_loader_half(results, out):
     assert results["best_num_workers"] in counts
     best = measured[str(results["best_num_workers"])]["median"]
     assert all(s["median"] <= best for s in measured.values())
-    if counts[-1] > cpus:
-        assert any("suggested max number of worker" in w for w in results["oversubscription_warning"])
     assert results["memmap_header_values"] == 32  # np.memmap on a .npy file: its 128-byte header read as 32 floats
     ratio = results["memmap_vs_memory_ratio"]
     assert ratio["n"] == 3 and 0 < ratio["min"] <= ratio["median"] <= ratio["max"] < 10
-    assert set(results["epochs_samples_per_s"]) == {"2 epochs, fresh workers", "2 epochs, persistent_workers"}
     assert results["parameters"]["loader_samples"] > 0 and results["parameters"]["profile"] == "smoke"
 
 
@@ -260,10 +257,14 @@ def test_04_tpu_data_loaders_without_xla(executed, course_out):
     if importlib.util.find_spec("torch_xla") is None:
         assert results["xla_ran"] is False and "torch_xla is not installed" in results["xla_reason"]
         # Values are recorded where they are measured: the XLA steps that did not run recorded nothing.
-        assert "compiles_varying_shapes" not in results and "accelerate_distributed_type" not in results
-        assert any("pin_memory" in w for w in results["pin_memory_warnings"])  # no CUDA: nothing to pin
+        assert "compiles_varying_per_step" not in results and "accelerate_distributed_type" not in results
     outputs = [o for c in json.loads((course_out / "executed" / "04_tpu_data_loaders.ipynb").read_text())["cells"]
                if c["cell_type"] == "code" for o in c["outputs"]]
     assert not any(o["output_type"] == "execute_result" for o in outputs)  # no stray values under cells
     printed = "".join("".join(o.get("text", "")) for o in outputs)
     assert "fastest here: num_workers=" in printed and "; resolved: " in printed  # measure.compare's verdict
+    # PyTorch's own warnings, shown under step 1's cells: no accelerator here, and more workers than CPUs.
+    if results["device"] == "cpu":
+        assert "'pin_memory' argument is set as true" in printed and results["batch_pinned"] is False
+    if results["loader_worker_counts"][-1] > results["logical_cpus"]:
+        assert "suggested max number of worker" in printed

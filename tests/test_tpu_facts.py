@@ -78,12 +78,22 @@ def test_gloo_for_cpu_processes_also_with_accelerate_use_cpu():
 
 
 def test_notebook_launcher_takes_its_tpu_branch_on_colab_or_kaggle_with_tpu_variables():
-    """01 exercise 4 prints these conditions and 04 step 5 states them: the TPU branch needs Colab or Kaggle and
-    TPU_NAME or PJRT_DEVICE=TPU."""
+    """01 exercise 4 prints these conditions and 04 step 5 and recap state them: the TPU branch needs Colab or
+    Kaggle and TPU_NAME or PJRT_DEVICE=TPU."""
     body = _source(launchers.notebook_launcher)
     assert 'os.environ.get("TPU_NAME", None) is not None' in body
     assert 'os.environ.get("PJRT_DEVICE", "") == "TPU"' in body
     assert 'elif in_colab and (not torch.cuda.is_available() or get_gpu_info()[1] < 2):' in body
+
+
+def test_notebook_launcher_refuses_on_a_tpu_when_an_accelerator_exists():
+    """04 exercise 4 (restart the kernel first) and recap (an Accelerator created only inside the function): the TPU
+    branch raises when the kernel already holds an Accelerator, then forks with xmp.spawn. The XLA lane
+    (tests/test_xla_lane.py) drives both refusals for real."""
+    body = _source(launchers.notebook_launcher)
+    tpu = body[body.index("# TPU launch"):body.index("elif in_colab and")]
+    assert "if len(AcceleratorState._shared_state) > 0:" in tpu and "Restart your notebook" in tpu
+    assert tpu.index("_shared_state") < tpu.index('xmp.spawn(launcher, args=args, start_method="fork")')
 
 
 def test_deepspeed_mixed_precision_is_deepspeeds_own_engine():

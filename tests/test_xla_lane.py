@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 
 import pytest
 from test_notebooks import check_04_loader_half
@@ -31,15 +33,14 @@ def test_04_on_xla(executed, course_out):
     assert results["xla_device"].startswith("xla")
     assert results["lazy_compiles_before_sync"] == 0  # recorded, not run, until torch_xla.sync()
     varying, fixed = results["compiles_varying_per_step"], results["compiles_fixed_per_step"]
-    assert results["compiles_varying_shapes"] == varying[-1] >= 3
-    assert results["compiles_fixed_shapes"] == fixed[-1] <= 2 and fixed[-1] < varying[-1]
+    assert varying[-1] >= 3 and fixed[-1] <= 2 and fixed[-1] < varying[-1]
     assert fixed[1:] == [fixed[1]] * len(fixed[1:])  # no new compile after the second step
     sgd = results["compiles_sgd_per_step"]  # SGD keeps no state: the second step compiles nothing new
     assert sgd == [sgd[0]] * len(sgd) and sgd[0] >= 1 and (fixed[-1] == 1 or sgd[-1] < fixed[-1])
     assert results["item_transfers"] >= 5
     assert results["accelerate_distributed_type"] == "XLA"
-    # The metrics sentence of step 3's loop: compiles, reused programs and the one .item() transfer, counted.
-    assert results["loop_compiles"] >= 1 and results["loop_cached_compiles"] >= 1 and results["loop_transfers"] >= 1
+    # Step 3's loop, counted after it: compiles, and programs reused for graphs seen before.
+    assert results["loop_compiles"] >= 1 and results["loop_cached_compiles"] >= 1
     # Step 5 feeds Accelerate whole batches only (step 4's lesson): a few compiles, not one per step.
     assert results["accelerate_compiles"] <= 4 < results["accelerate_steps"]
     assert results["prepared_dataloader_type"] == "MpDeviceLoaderWrapper"
@@ -81,3 +82,27 @@ def test_04_import_accelerate_sets_pjrt_device_tpu_on_a_tpu_vm():
     select = inspect.getsource(runtime._maybe_select_default_device)
     assert "PJRT_DEVICE in os.environ" in select  # a value set before the import wins (step 1's setdefault)
     assert "num_available_chips() > 0" in select and "= 'TPU'" in select
+
+
+def _fresh(code: str, **env: str) -> str:
+    """Run `code` in a fresh Python on XLA's CPU backend; its stdout."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PJRT_DEVICE": "CPU", **env})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_04_launching_on_a_tpu_needs_a_fresh_kernel():
+    """Exercise 4: with an Accelerator in the kernel, notebook_launcher's TPU branch refuses; once the XLA device was
+    touched, xmp.spawn (which that branch calls) fails. Both driven for real on XLA's CPU backend."""
+    launcher = _fresh("import os\nfrom accelerate import Accelerator, notebook_launcher\nAccelerator()\n"
+                      "os.environ['PJRT_DEVICE'] = 'TPU'  # the TPU branch, on Kaggle\n"
+                      "try:\n    notebook_launcher(print, num_processes=8)\n"
+                      "except ValueError as error:\n    print('refused:', error)\n",
+                      KAGGLE_KERNEL_RUN_TYPE="Interactive")
+    assert "refused: To train on TPU in Colab or Kaggle Kernel, the `Accelerator` should only be" in launcher
+    spawn = _fresh("import torch, torch_xla, torch_xla.distributed.xla_multiprocessing as xmp\n"
+                   "torch.ones(1, device=torch_xla.device()).sum().item()  # the XLA device touched\n"
+                   "try:\n    xmp.spawn(print, start_method='fork')\n"
+                   "except RuntimeError as error:\n    print('refused:', error)\n")
+    assert "refused: Runtime is already initialized" in spawn

@@ -2,13 +2,15 @@
 # The build runs them after the notebook, in its kernel.
 
 # %% Exercise 1
-free = CostlyDataset(dataset.base, 0.0)  # the same samples, no work per sample
+free = TensorDataset(*dataset.tensors)  # the same samples, no work per sample
 counts = sorted({0, 2, rule_workers})
-cheap = measure.compare_loaders({n: {"num_workers": n} for n in counts}, dataset=free,
-                                batch_size=batch_size)
-print(cheap.lines("num_workers="))
-winner = max(counts, key=lambda n: cheap.samples_per_s[n]["median"])
-alone, costly = cheap.samples_per_s[0], by_workers.samples_per_s[0]  # the loop loads by itself
+seconds = measure.interleaved_timings({n: partial(one_epoch, free, num_workers=n) for n in counts},
+                                      repeats=3, warmup=0)
+cheap = {n: measure.spread([len(free) / t for t in seconds[n]]) for n in counts}
+for n, s in cheap.items():
+    print(f"num_workers={n} {s['median']:.0f} samples/s (min {s['min']:.0f}, max {s['max']:.0f})")
+winner = max(counts, key=lambda n: cheap[n]["median"])
+alone, costly = cheap[0], speeds[0]  # the loop loads by itself
 assert cost_ms == 0 or alone["min"] > costly["max"], "no work per sample: num_workers=0 is faster"
 print(f"With cost_ms=0 the fastest here is num_workers={winner}. num_workers=0 loads "
       f"{alone['median']:.0f} samples/s, against {costly['median']:.0f} at cost_ms={cost_ms}. With "
@@ -27,14 +29,13 @@ print(f"{n} digits in batches of 50: {len(kept_shapes)} batch shape(s) {sorted(k
 
 # %% Exercise 3
 np.save(path, rows)  # step 2's file again; MemmapDataset is step 2's class
+fresh = {"memory": datasets["memory"], "memmap": MemmapDataset(path, labels)}  # a new map
 try:
-    in_workers = measure.compare_loaders(
-        {"memory": {"dataset": TensorDataset(torch.from_numpy(rows), torch.from_numpy(labels))},
-         "memmap": {"dataset": MemmapDataset(path, labels)}},
-        batch_size=batch_size, shuffle=True, num_workers=2)
+    epochs = {name: partial(one_epoch, d, shuffle=True, num_workers=2) for name, d in fresh.items()}
+    in_workers = measure.interleaved_timings(epochs, repeats=3, warmup=0)
 finally:
     path.unlink()
-with_two = measure.compare(in_workers.passes["memmap"], in_workers.passes["memory"])
+with_two = measure.compare(in_workers["memory"], in_workers["memmap"])  # memmap / memory, samples/s
 apart = with_two["min"] > ratios["max"] or with_two["max"] < ratios["min"]
 assert with_two["n"] == 3 and with_two["min"] > 0, with_two
 print(f"with num_workers=2, memmap / in memory: {with_two['median']:.2f} "

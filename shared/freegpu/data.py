@@ -5,14 +5,13 @@ Introduced in notebook 01 (MNIST migration).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from .i18n import tr
 
-__all__ = ["ImageData", "MNIST_HUB_ID", "load_mnist", "CostlyDataset"]
+__all__ = ["ImageData", "MNIST_HUB_ID", "load_mnist"]
 
 
 @dataclass(frozen=True)
@@ -80,24 +79,3 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_di
                          tr("{hub_id} from {where} (28x28)").format(hub_id=MNIST_HUB_ID, where=where))
     raise ValueError(tr("profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' "
                         "first)").format(profile=profile))
-
-
-class CostlyDataset:
-    """Wraps a map-style dataset and spends `cost_ms` of CPU time on every sample (notebook 04).
-
-    It stands in for per-sample work such as decoding a JPEG or tokenizing text. It is CPU-bound on purpose:
-    such work only speeds up with DataLoader workers up to the number of free cores. It lives in the package,
-    not in a notebook, so that workers started with `spawn` (macOS, Windows) can import it.
-    """
-
-    def __init__(self, base, cost_ms: float):
-        self.base, self.cost_s = base, cost_ms / 1000
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, index):
-        end = time.perf_counter() + self.cost_s
-        while time.perf_counter() < end:
-            pass
-        return self.base[index]

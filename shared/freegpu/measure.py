@@ -1,22 +1,16 @@
-"""Measure what the notebooks claim: repeated timings with their spread, bytes saved for backward, loader speed.
+"""Measure what the notebooks claim: repeated timings with their spread, and bytes saved for backward.
 
 `interleaved_timings`, `spread` and `compare`: repeated timings and the one "resolved" rule, for notebooks 02-05.
-`SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing). `loader_throughput`
-and `compare_loaders`: notebook 04.
+`SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from .i18n import tr
-
-__all__ = ["interleaved_timings", "spread", "compare", "SavedTensors",
-           "loader_throughput", "compare_loaders", "LoaderComparison"]
+__all__ = ["interleaved_timings", "spread", "compare", "SavedTensors"]
 
 
 def interleaved_timings(candidates: dict[str, Callable[[], object]], repeats: int = 5, warmup: int = 1,
@@ -89,62 +83,6 @@ class SavedTensors:
         # A detached alias (same storage): returning `tensor` itself would tie a saved output to its own grad_fn
         # through C++, a cycle the garbage collector cannot see, and every graph counted here would stay alive.
         return tensor.detach()
-
-
-def loader_throughput(dataset, epochs: int = 1, **loader_kwargs) -> dict:
-    """Samples per second a `DataLoader(dataset, **loader_kwargs)` delivers over `epochs` full passes.
-
-    Worker start-up counts: it is what every epoch pays unless `persistent_workers=True`. Returns
-    `samples_per_s`, `first_batch_s` (time to the first batch) and the `warnings` the DataLoader raised.
-    """
-    from torch.utils.data import DataLoader
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        loader = DataLoader(dataset, **loader_kwargs)
-        samples, first_batch = 0, None
-        start = time.perf_counter()
-        for _ in range(epochs):
-            for inputs, _targets in loader:
-                first_batch = first_batch if first_batch is not None else time.perf_counter() - start
-                samples += len(inputs)
-        elapsed = time.perf_counter() - start
-        del loader  # stops persistent workers
-    return {"samples_per_s": samples / elapsed, "first_batch_s": first_batch,
-            "warnings": sorted({str(w.message) for w in caught})}
-
-
-@dataclass
-class LoaderComparison:
-    """What `compare_loaders` measured: each setting's passes (samples/s), their spread, its DataLoader's warnings."""
-
-    passes: dict
-    samples_per_s: dict
-    warnings: dict
-
-    def lines(self, prefix: str = "") -> str:
-        """One line per setting: its median samples/s, with min and max."""
-        line = tr("{prefix}{label!s:<4} {median:6.0f} samples/s (min {min:.0f}, max {max:.0f})")
-        return "\n".join(line.format(prefix=prefix, label=label, median=s["median"], min=s["min"], max=s["max"])
-                         for label, s in self.samples_per_s.items())
-
-
-def compare_loaders(settings: dict, repeats: int = 3, epochs: int = 1, **common) -> LoaderComparison:
-    """Samples/s of `DataLoader(**common, **setting)` for each setting, `repeats` passes each, interleaved.
-
-    Interleaved: pass 1 of every setting, then pass 2 of every setting, and so on, so that all settings see the
-    same machine load. A setting (or `common`) may hold `dataset`, the dataset it reads; every other key is a
-    `DataLoader` argument. `warnings` are those of each setting's first pass (notebook 04).
-    """
-    passes = {label: [] for label in settings}
-    warned = {}
-    for _ in range(repeats):
-        for label, setting in settings.items():
-            kwargs = {**common, **setting}
-            measured = loader_throughput(kwargs.pop("dataset"), epochs=epochs, **kwargs)
-            passes[label].append(measured["samples_per_s"])
-            warned.setdefault(label, measured["warnings"])
-    return LoaderComparison(passes, {label: spread(values) for label, values in passes.items()}, warned)
 
 
 def compare(a: list[float], b: list[float], kind: str = "ratio") -> dict[str, float | bool]:

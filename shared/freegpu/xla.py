@@ -12,7 +12,7 @@ import os
 
 from .i18n import tr
 
-__all__ = ["is_installed", "xla_status", "metric_count", "compiles_per_step"]
+__all__ = ["is_installed", "xla_status"]
 
 
 def is_installed() -> bool:
@@ -37,36 +37,3 @@ def xla_status() -> tuple[bool, str]:
         return False, tr("torch_xla {version} is installed, but PJRT_DEVICE is not set (TPU, CPU or CUDA)").format(
             version=version)
     return True, tr("torch_xla {version} with PJRT_DEVICE={device}").format(version=version, device=device)
-
-
-def metric_count(name: str) -> int:
-    """How often this process did `name` so far, e.g. "CompileTime" or "TransferFromDeviceTime" (notebook 04).
-
-    `torch_xla.debug.metrics.metric_data(name)` is `(count, total, samples)`, or None before the first one.
-    """
-    import torch_xla.debug.metrics as met
-
-    data = met.metric_data(name)
-    return data[0] if data else 0
-
-
-def compiles_per_step(make_model, batches, device, optimizer_class=None, lr: float = 3e-3) -> list[int]:
-    """Train `make_model()` with `optimizer_class` (AdamW if None) on `batches` (inputs, targets; targets -100 are
-    ignored), one `torch_xla.sync()` per step; return this process's compile count after each step, counted from
-    the start (notebook 04's step 4: a new batch shape is a new compile; AdamW's state, created in the first step,
-    changes the second step's graph once, SGD keeps none)."""
-    import torch
-    import torch.nn.functional as F
-    import torch_xla
-
-    model = make_model()
-    optimizer = (optimizer_class or torch.optim.AdamW)(model.parameters(), lr=lr)
-    counts, start = [], metric_count("CompileTime")
-    for inputs, targets in batches:
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(inputs.to(device)), targets.to(device), ignore_index=-100)
-        loss.backward()
-        optimizer.step()
-        torch_xla.sync()
-        counts.append(metric_count("CompileTime") - start)
-    return counts

@@ -21,9 +21,9 @@ from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "data_dir", "seed", "batch_size", "loader_samples", "cost_ms", "memmap_rows",
          "row_features")
-# Step 1's passes over the loader samples: 6 worker counts x 3, then 2 x 3 runs of two quarter-size epochs, then
-# 2 prefetch factors x 3: 27 passes of CPU work, most of it in workers, so at least 2 cores share it.
-LOADER_PASSES = 14
+# Step 1's passes over the loader samples: at most 6 worker counts x 3, 18 passes of CPU work, most of it in
+# workers, so at least 2 cores share it.
+LOADER_PASSES = 9
 
 
 def check(p: dict[str, Any]) -> None:
