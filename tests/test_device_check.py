@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import NOTEBOOK_NAMES, full_parameters, load_build_script
+from conftest import NOTEBOOK_NAMES, full_parameters
+
+from build import device_check as check
 
 pytestmark = pytest.mark.notebook
 
 
 def test_it_covers_every_notebook_with_the_full_profiles_parameters():
-    check = load_build_script("device_check")
     assert check.NOTEBOOKS == tuple(NOTEBOOK_NAMES)
     folders = {"mnist": "/m", "glue": "/g", "bert": "/b"}
     for name in NOTEBOOK_NAMES:  # the same folders as tests/test_full_profile.py gives each notebook
@@ -24,7 +25,6 @@ def test_it_covers_every_notebook_with_the_full_profiles_parameters():
 
 
 def test_claims_measure_every_mode_and_the_ratios_the_claims_table_waits_for():
-    check = load_build_script("device_check")
     claims = check.claims(gpu=False)  # the CPU fallback: tiny size, bf16 for fp16
     assert list(claims["modes"]) == ["plain", "no", "bf16"]
     for run in claims["modes"].values():
@@ -35,14 +35,12 @@ def test_claims_measure_every_mode_and_the_ratios_the_claims_table_waits_for():
 
 
 def test_a_notebook_past_the_budget_is_skipped_not_started(tmp_path):
-    check = load_build_script("device_check")
     summary = check.check(tmp_path, ("00_environment_check",), budget_s=-1, with_claims=False)
     assert summary["notebooks"]["00_environment_check"]["status"] == "skipped"
     assert not (tmp_path / "results").exists() and not (tmp_path / "hub").exists()
 
 
 def test_cpu_fallback_runs_the_full_profile(tmp_path):
-    check = load_build_script("device_check")
     summary = check.check(tmp_path, ("02_mixed_precision",))
     assert summary["gpu"] is None and "CPU" in summary["fallback"]
     assert summary["claims"]["modes"]["no"]["accuracy"] >= 0

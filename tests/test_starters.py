@@ -20,9 +20,11 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
-from conftest import ROOT, load_build_script
+from conftest import ROOT
 
-runner = load_build_script("run_course")
+from build import course_site, sync_notebooks
+from build import run_course as runner
+
 STARTERS = ROOT / "starters"
 NAMES = ("colab_one_gpu", "kaggle_t4x2", "kaggle_tpu_v5e8")
 HAVE_XLA = importlib.util.find_spec("torch_xla") is not None
@@ -179,11 +181,11 @@ def test_the_site_shows_the_starters(starter, tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     summary["notebooks"] += [asdict(r) for r in records]
     (out / "summary.json").write_text(json.dumps(summary))
-    load_build_script("course_site").build(out, repo_root=tmp_path)
+    course_site.build(out, repo_root=tmp_path)
     site = out / "site"
     index = (site / "index.html").read_text()
     assert "Starters" in text_of(index)
-    settings = load_build_script("sync_notebooks").course_settings()
+    settings = sync_notebooks.course_settings()
     for name in NAMES:
         page = (site / "starters" / f"{name}.html").read_text()
         assert f'href="starters/{name}.html"' in index
