@@ -491,7 +491,7 @@ def rule_breaks(kind: str, english: str, chinese: str) -> list[str]:
         found.append(f"fields differ: {sorted(FIELD.findall(english))} -> {sorted(FIELD.findall(chinese))}")
     if kind == "markdown":
         normal = [t.replace("/docs/zh/", "/docs/").replace("notebooks/zh/", "notebooks/")
-                  for t in LINK_TARGET.findall(chinese)]
+                  .replace("/diagrams/zh/", "/diagrams/en/") for t in LINK_TARGET.findall(chinese)]
         if sorted(LINK_TARGET.findall(english)) != sorted(normal):
             found.append(f"link targets differ: {LINK_TARGET.findall(english)} -> {LINK_TARGET.findall(chinese)}")
     if kind == "comment" and "\n" in chinese:

@@ -204,8 +204,8 @@ def test_row_transformer_shapes_and_bf16_oracle():
 # --- the notebook -------------------------------------------------------------------------------------------
 
 @pytest.mark.notebook
-def test_02_step_1_formats_and_the_mode_measured(executed):
-    _, r = executed(NAME)
+def test_02_step_1_formats_and_the_mode_measured(notebook_run):
+    _, r, _ = notebook_run
     assert "load_digits" in r["data_source"] and r["measured_on"] == "cpu" and r["model_width"] == 64
     assert r["measured_mode"] == "bf16"
     assert r["measured_on_host_cpu"] is False  # True only on a TPU (see test_step_1_rule_...)
@@ -222,8 +222,8 @@ def test_02_step_1_formats_and_the_mode_measured(executed):
 
 
 @pytest.mark.notebook
-def test_02_step_2_one_traced_step_is_native_amp(executed):
-    _, r = executed(NAME)
+def test_02_step_2_one_traced_step_is_native_amp(notebook_run):
+    _, r, _ = notebook_run
     # Matrix multiplications in bf16, the loss in fp32, weights, gradients and optimizer state in fp32.
     ops = r["autocast_op_dtypes"]
     assert ops["addmm"] == ops["mm"] == "bfloat16"
@@ -238,16 +238,16 @@ def test_02_step_2_one_traced_step_is_native_amp(executed):
 
 
 @pytest.mark.notebook
-def test_02_step_3_loss_scaling_live_on_the_cpu(executed):
-    _, r = executed(NAME)
+def test_02_step_3_loss_scaling_live_on_the_cpu(notebook_run):
+    _, r, _ = notebook_run
     assert r["fp16_underflow_without_scaling"] is True and r["fp16_survives_with_scaling"] is True
     assert 0 <= r["fp16_rescued_relative_error"] < 1e-2
     assert r["accelerate_scaler"] == TORCH_SCALER and r["accelerate_scaler_is_torch_default"] is True
 
 
 @pytest.mark.notebook
-def test_02_step_3_grad_scaler_walk_follows_the_rules(executed):
-    _, r = executed(NAME)
+def test_02_step_3_grad_scaler_walk_follows_the_rules(notebook_run):
+    _, r, _ = notebook_run
     walk, interval = r["scaler_walk"], r["scaler_growth_interval"]
     assert interval == r["parameters"]["scaler_growth_interval"] == 2
     assert [w["step"] for w in walk] == list(range(8)) and walk[0]["scale"] == 65536.0
@@ -271,23 +271,23 @@ def test_02_step_3_grad_scaler_walk_follows_the_rules(executed):
 
 
 @pytest.mark.notebook
-def test_02_step_4_traps_and_recommendations(executed):
-    _, r = executed(NAME)
+def test_02_step_4_traps_and_recommendations(notebook_run):
+    _, r, _ = notebook_run
     assert r["cpu_fp16_effect"] == {"mixed_precision": "fp16", "native_amp": False}
     assert r["cpu_fp16_op_dtypes"] == ["float32"] and r["cpu_fp16_is_noop"] is True
     assert r["requested_mixed_precision"] == "auto" and r["recommended_mixed_precision"] == "no"
     assert r["recommendation_warning"] is None
     assert r["simulated_choices"] == {  # the GPUs Colab and Kaggle hand out today (Kaggle's P100 is retired)
-        "Colab T4": {"auto": "fp16", "bf16 request warns": True},
-        "Kaggle GPU T4 x2": {"auto": "fp16", "bf16 request warns": True},
-        "Colab Pro L4": {"auto": "bf16", "bf16 request warns": False},
-        "Colab Pro A100": {"auto": "bf16", "bf16 request warns": False},
+        "Colab T4": {"auto": "fp16", "bf16_warns": True},
+        "Kaggle GPU T4 x2": {"auto": "fp16", "bf16_warns": True},
+        "Colab Pro L4": {"auto": "bf16", "bf16_warns": False},
+        "Colab Pro A100": {"auto": "bf16", "bf16_warns": False},
     }
 
 
 @pytest.mark.notebook
-def test_02_step_5_saved_activation_bytes(executed):
-    _, r = executed(NAME)
+def test_02_step_5_saved_activation_bytes(notebook_run):
+    _, r, _ = notebook_run
     params = r["parameters"]
     assert params["profile"] == "smoke" and params["mixed_precision"] == "auto" and params["d_model"] == 0
     saved = r["activation_bytes"]
@@ -313,8 +313,8 @@ def printed_and_tables(course_out, record) -> tuple[str, list[str]]:
 
 
 @pytest.mark.notebook
-def test_02_prints_each_claims_verdict_and_the_accelerator_facts(executed, course_out):
-    record, r = executed(NAME)
+def test_02_prints_each_claims_verdict_and_the_accelerator_facts(notebook_run, course_out):
+    record, r, _ = notebook_run
     printed, tables = printed_and_tables(course_out, record)
     # Each verdict names the mode it was measured in (bf16 on a CPU), beside the numbers it rests on.
     assert "claim 'weights converted to FP16', in bf16: the weights stay ['torch.float32']" in printed

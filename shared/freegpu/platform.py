@@ -6,6 +6,7 @@ module and nowhere else in the course.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -193,13 +194,10 @@ def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float =
     answer: list[bool] = []
 
     def probe() -> None:
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                answer.append(True)
-        except OSError:
-            answer.append(False)
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
+            answer.append(True)
 
     thread = threading.Thread(target=probe, daemon=True)  # DNS ignores socket timeouts: stop waiting at the deadline
     thread.start()
     thread.join(timeout)
-    return bool(answer and answer[0])
+    return bool(answer)
