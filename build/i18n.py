@@ -368,7 +368,9 @@ def solution_units(name: str) -> list[tuple[int, str, str]]:
     path = SOLUTIONS / f"{name}.py"
     if not path.is_file():
         return []
-    blocks = _build_module("solutions").load_solutions(path)
+    from build.solutions import load_solutions
+
+    blocks = load_solutions(path)
     return [(number, kind, text) for number, block in enumerate(blocks, 1) for kind, text in code_units(block)]
 
 
@@ -501,7 +503,8 @@ def rule_breaks(kind: str, english: str, chinese: str) -> list[str]:
 
 def zh_notebook(name: str, nb=None):
     """The zh notebook of `name`: the English one, translated unit by unit (an untranslated unit stays English)."""
-    sync = _build_module("sync_notebooks")
+    from build import sync_notebooks as sync
+
     nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4) if nb is None else nb
     known, setup = current(load_catalog(name)), current(load_catalog("setup"))
 
@@ -530,19 +533,6 @@ def zh_notebook(name: str, nb=None):
     zh.metadata["language_info"] = dict(zh.metadata.get("language_info", {}))
     zh.metadata["freegpu"] = {"language": LANGUAGE, "source": f"notebooks/{name}.ipynb"}
     return zh
-
-
-def _build_module(name: str):
-    """build/<name>.py as module `build_<name>` (build/ is not a package), loaded once."""
-    import importlib.util
-
-    if f"build_{name}" in sys.modules:
-        return sys.modules[f"build_{name}"]
-    spec = importlib.util.spec_from_file_location(f"build_{name}", Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def notebook_names() -> list[str]:
@@ -584,4 +574,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # the siblings import as build.<name>, as in the tests
     sys.exit(main())

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import NOTEBOOK_DIR, PLANTED_SECRETS, ROOT, load_build_script
+from conftest import NOTEBOOK_DIR, PLANTED_SECRETS, ROOT
+
+from build import image_lane
+from build import run_course as runner
 
 NAME = "08_keep_your_work"
 STUBS = ROOT / "tests" / "stubs"
@@ -109,7 +112,6 @@ def test_08_step3_kaggle_secrets_and_the_environment(tmp_path, monkeypatch):
 def colab_run(tmp_path_factory):
     """`colab_run(folder)` runs notebooks/<folder>/08 once in the Colab stand-in kernel; returns its record, results,
     output root and the folder that played Google Drive."""
-    image_lane, runner = load_build_script("image_lane"), load_build_script("run_course")
     cache = {}
 
     def run(edition: str):

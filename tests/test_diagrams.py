@@ -7,9 +7,9 @@ import subprocess
 import sys
 import tomllib
 
-from conftest import ROOT, load_build_script
+from conftest import ROOT
 
-diagrams = load_build_script("diagrams")
+from build import diagrams
 
 
 def test_committed_svgs_are_what_the_script_draws():

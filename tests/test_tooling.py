@@ -11,7 +11,7 @@ from conftest import ROOT
 import build
 
 # Loaders still to replace by `from build import <name>` (files other helpers edit this session): only shrinks.
-LOADERS_NOT_YET = {"build/device_check.py", "build/i18n.py"}
+LOADERS_NOT_YET = {"build/device_check.py"}
 LOADER = re.compile(r"spec_from_file_location|runpy\.run_path|exec_module")
 
 

@@ -20,12 +20,13 @@ import tokenize
 
 import nbformat
 import pytest
-from conftest import NOTEBOOK_DIR, ROOT, load_build_script
+from conftest import NOTEBOOK_DIR, ROOT
+
+from build import i18n
+from build import sync_notebooks as sync
 
 ZH_DIR = NOTEBOOK_DIR / "zh"
 ZH_NAMES = sorted(p.stem for p in ZH_DIR.glob("[0-9][0-9]_*.ipynb"))
-sync = load_build_script("sync_notebooks")
-i18n = load_build_script("i18n")
 
 
 def setup_cell(path) -> str:
