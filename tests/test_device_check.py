@@ -32,6 +32,14 @@ def test_claims_measure_every_mode_and_the_ratios_the_claims_table_waits_for():
     assert set(claims["ratios"]) == {"speedup_bf16_vs_fp32", "accuracy_change_bf16_vs_fp32",
                                      "accelerate_step_vs_plain"}  # plus memory_saved_fp16_vs_fp32 on a GPU
     assert claims["gpus"] == 0 and claims["two_gpus"].startswith("not measured")
+    assert all(run["samples_per_s"] > 0 and run["processes"] == 1 for run in claims["modes"].values())
+
+
+def test_two_processes_train_the_claims_model_on_their_own_batches(tmp_path):
+    """What two GPUs run for "小模型上双卡甚至可能比单卡慢", here as two gloo processes on the CPU."""
+    two = check.two_processes("no", check.CPU_SIZE, gpu=False, folder=tmp_path)
+    assert two.get("processes") == 2, two.get("error")
+    assert two["samples_per_s"] > 0 and 0 <= two["accuracy"] <= 1
 
 
 def test_a_notebook_past_the_budget_is_skipped_not_started(tmp_path):
