@@ -207,11 +207,15 @@ def test_the_zh_prose_says_each_term_as_the_glossary_does(name):
 
 # ---------------------------------------------------------------------------------------------- outputs
 WORD = r"[A-Za-z]+(?:'[a-z]+)?"
-# Three or more English words in a row, at least two of them joined by a plain space ("bf16 request warns: True"):
-# a sentence or a label. Words joined only by ", " or ": " are identifiers and keys ("model, optimizer, dataloader").
+# Three or more English words in a row, two of them joined by a plain space, two of three letters or more
+# ("bf16 request warns: True"): a sentence or a label. Words joined only by ", " or ": " are identifiers and keys
+# ("model, optimizer, dataloader"); "T x T" is a shape.
 ENGLISH_RUN = re.compile(rf"(?<![\w./\\-]){WORD}(?:[ ,;:]+{WORD}(?![\w./(\\-])){{2,}}")
+# Not prose: quoted text, code spans, URLs, paths, a library's log line or exception ("DistStoreError: Timed out
+# after..."), a command line.
 NOT_PROSE = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|“[^”\n]*”|「[^」\n]*」|`[^`\n]*`|https?://\S+|(?<!\w)/[\w./-]+"
-                       r"|^.*\[[\w.]+\.py:\d+:[^\]\n]*\].*$|pip install [\w .,\[\]=<>-]+", flags=re.M)
+                       r"|^.*\[[\w.]+\.py:\d+:[^\]\n]*\].*$|^\s*[\w.]*(?:Error|Exception|Warning): .*$"
+                       r"|(?:pip install|kaggle \w+ \w+) [\w .,\[\]=<>-]*", flags=re.M)
 # English that a zh run may print, each for a reason (a tool's or a library's own words, or a name).
 ALLOWED = {
     "Copy-and-paste the text below in your GitHub issue": "`accelerate env` prints it; 00 shows the tool's output",
@@ -240,8 +244,9 @@ def english_sentences(nb) -> list[str]:
     for index, text in printed(nb):
         for m in ENGLISH_RUN.finditer(NOT_PROSE.sub(" ", text)):
             words = m.group()
-            if len(re.findall(r"[A-Za-z] [A-Za-z]", words)) >= 1 and not any(a in words or words in a
-                                                                            for a in ALLOWED):
+            long_words = re.findall(r"[A-Za-z]{3,}", words)  # "T x T" is a shape, not a sentence
+            allowed = any(a in words or words in a for a in ALLOWED)
+            if re.search(r"[A-Za-z] [A-Za-z]", words) and len(long_words) >= 2 and not allowed:
                 found.append(f"cell {index}: {words!r}")
     return found
 
@@ -256,3 +261,17 @@ def test_a_zh_run_prints_no_english_sentence(name, executed_zh):
     record, _ = executed_zh(name)
     found = english_sentences(nbformat.read(executed_zh.out / record.executed, as_version=4))
     assert len(found) <= ENGLISH_NOT_YET.get(name, 0), "\n".join(found)
+
+
+def test_the_scan_names_english_and_spares_code_quotes_and_library_words():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text=(
+            "not run: this notebook only shows the configuration\n"  # 03's old hard-coded sentence
+            "| `Colab T4` | auto: fp16, bf16 request warns: True |\n"  # 02's old table label
+            "模型 model, optimizer, dataloader 已准备好；'the same text in a ValueError'\n"
+            "Launching training on 2 CPUs.\n"
+            "torch.distributed.DistStoreError: Timed out after 6 seconds waiting for clients.\n"
+            "[INFO] [real_accelerator.py:213:get_accelerator] Setting accelerator to CPU.\n"
+            "形状 T x T；运行 pip install tensorboard 或 kaggle datasets create -p data\n"))])])
+    assert english_sentences(nb) == ["cell 0: 'not run: this notebook only shows the configuration'",
+                                     "cell 0: 'request warns: True'"]
