@@ -18,7 +18,7 @@ TARGETS = {"code": 200, "preamble": 30, "longest": 15, "over15": 0, "words": 160
            "pkg_scripts": 0, "owned": 60}
 # Notebooks whose back room is not dissolved yet (issue 24), with the owned lines they may not exceed: the ceiling
 # only goes down, and a notebook leaves this list once it is within the target.
-OWNED_NOT_YET: dict[str, int] = {"06_kaggle_commit_workflow": 359}
+OWNED_NOT_YET: dict[str, int] = {}
 
 
 

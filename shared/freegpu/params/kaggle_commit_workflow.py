@@ -10,8 +10,7 @@ from ..i18n import tr
 from ..profile import PROFILES
 
 NAMES = ("profile", "output_dir", "data_dir", "seed", "num_epochs", "batch_size", "learning_rate", "hidden_size",
-         "checkpointing_steps", "total_limit", "kill_at_step", "time_budget_s", "kaggle_owner", "session_hours",
-         "weekly_quota_hours")
+         "checkpointing_steps", "total_limit", "kill_at_step", "time_budget_s", "kaggle_owner")
 
 
 def check(p: dict[str, Any]) -> None:
@@ -31,8 +30,6 @@ def check(p: dict[str, Any]) -> None:
                             "pick a step between two").format(value=p["kill_at_step"]))
     check_float("time_budget_s", p["time_budget_s"], minimum=0.01, maximum=7 * 24 * 3600)
     check_text("kaggle_owner", p["kaggle_owner"], max_length=64)
-    check_float("session_hours", p["session_hours"], minimum=0.1, maximum=24.0)
-    check_float("weekly_quota_hours", p["weekly_quota_hours"], minimum=p["session_hours"], maximum=168.0)
     # Memory: two MLPs on MNIST's 784 inputs live here at once (fp32 weights, grads, AdamW moments).
     hidden = p["hidden_size"]
     check_fits_memory("hidden_size", hidden, 2 * 16 * (784 * hidden + hidden * 10),
