@@ -32,7 +32,10 @@ MACHINE_SHAPES = {"gpu": "NvidiaTeslaT4", "tpu": "TpuV5E8", "cpu": None}  # T4 x
 OWNER = "your-kaggle-username"  # a placeholder the learner replaces before pushing
 RETIRED_SHAPES = {"nvidiateslap100", "tpuv38", "tpu1vmv38", "tpuv232", "tpuv2256"}
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-_SETUP_MARK = "# Setup: written by build/sync_notebooks.py"  # the first line of every notebook's setup cell
+_SETUP_MARK = "# Setup: written by build/sync_notebooks.py"
+# Extras with no wheel on PyPI: pip builds them from source against the image's torch, so no wheelhouse can install
+# them offline. A notebook that needs one (07: DeepSpeed) needs internet on Kaggle.
+NO_WHEEL_EXTRAS = ("deepspeed",)  # the first line of every notebook's setup cell
 
 
 def slugify(title: str) -> str:
@@ -142,7 +145,8 @@ def setup_requirement(notebook: Path) -> tuple[str, tuple[str, ...]]:
 
 
 def course_extras(notebooks: list[Path]) -> tuple[str, ...]:
-    """Every extra that the setup cells of `notebooks` install, in order of first use: what a wheelhouse serves."""
+    """Every extra that the setup cells of `notebooks` install, in order of first use, less NO_WHEEL_EXTRAS: what
+    the wheelhouse serves."""
     extras: list[str] = []
     for notebook in notebooks:
         cells = json.loads(Path(notebook).read_text()).get("cells", [])
@@ -150,7 +154,7 @@ def course_extras(notebooks: list[Path]) -> tuple[str, ...]:
             continue  # not a course notebook (no generated setup cell): it installs nothing
         spec = setup_requirement(notebook)[0]
         extras += [e for e in spec.partition("[")[2].rstrip("]").split(",") if e and e not in extras]
-    return tuple(extras)
+    return tuple(e for e in extras if e not in NO_WHEEL_EXTRAS)
 
 
 def offline_setup_source(wheelhouse: str, requirement: str = "freegpu", needs: tuple[str, ...] = ("freegpu",),

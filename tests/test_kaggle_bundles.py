@@ -120,3 +120,15 @@ def test_wheelhouse_round_trip(tmp_path, monkeypatch):
     found = subprocess.run([sys.executable, "-c", "import tinypkg; print(tinypkg.ANSWER, tinypkg.__file__)"],
                            env={"PYTHONPATH": str(target)}, capture_output=True, text=True, check=True).stdout
     assert found.startswith("42 " + str(target))
+
+
+def test_the_wheelhouse_leaves_out_extras_with_no_wheel(tmp_path):
+    """DeepSpeed has no wheel (pip builds it from source): no wheelhouse installs it, so the walk never asks for it."""
+    source = NOTEBOOK.read_text()
+    spec = kaggle.setup_requirement(NOTEBOOK)[0]
+    assert spec == "freegpu", "the first notebook's setup cell installs freegpu alone"
+    source = source.replace('"freegpu @ git+', '"freegpu[deepspeed,hub] @ git+')
+    notebook = tmp_path / "nb.ipynb"
+    notebook.write_text(source.replace('NEEDS = (\\"freegpu\\",)', 'NEEDS = (\\"freegpu\\", \\"deepspeed\\")'))
+    assert kaggle.setup_requirement(notebook)[0] == "freegpu[deepspeed,hub]"
+    assert kaggle.course_extras([notebook]) == ("hub",) and kaggle.NO_WHEEL_EXTRAS == ("deepspeed",)
