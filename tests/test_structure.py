@@ -11,9 +11,10 @@ import re
 import nbformat
 import papermill
 import pytest
-from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT, load_build_script
+from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT
 
 import freegpu
+from build import sync_notebooks
 
 COURSE = ["00_environment_check", "01_mnist_migration", "02_mixed_precision", "03_memory_tricks",
           "04_tpu_data_loaders", "05_bert_finetune", "06_kaggle_commit_workflow",
@@ -38,7 +39,7 @@ def test_notebook_names_are_the_course_names():
 
 def test_notebooks_are_as_built():
     """Badges, setup cells, no outputs or execution counts: what build/sync_notebooks.py writes."""
-    assert load_build_script("sync_notebooks").main(["--check"]) == 0
+    assert sync_notebooks.main(["--check"]) == 0
 
 
 @pytest.mark.parametrize("name", NOTEBOOK_NAMES)
@@ -138,7 +139,7 @@ def test_no_committed_outputs():
 
 def test_setup_cell_is_short_and_links_to_troubleshooting():
     """The setup cell fits the lesson-first budget; its error links to a page that exists in this repository."""
-    sync = load_build_script("sync_notebooks")
+    sync = sync_notebooks
     settings = sync.course_settings()
     assert (ROOT / sync.TROUBLESHOOTING).is_file()
     for name in NOTEBOOK_NAMES:
@@ -149,10 +150,9 @@ def test_setup_cell_is_short_and_links_to_troubleshooting():
         assert all(f'"{sync.EXTRA_MODULES[e]}"' in setup for e in extras)  # an extra's module missing installs too
 
 
-# Course tooling still inside the package (issue 24 moves it to build/): the list only shrinks.
-CHECKOUT_READERS_NOT_YET = {"kaggle", "wheelhouse"}
+# The package is installed from GitHub on Colab and Kaggle, where no checkout exists: the course tooling that
+# reads notebooks/, platforms/ and build outputs lives in build/ (issue 24).
 CHECKOUT_PARTS = {"notebooks", "platforms", "build"}
-CYCLES_NOT_YET = {frozenset({"kaggle", "wheelhouse"})}  # the bundle writer and the wheelhouse import each other
 
 
 def package_modules() -> dict[str, ast.Module]:
@@ -173,8 +173,7 @@ def reads_checkout(tree: ast.Module) -> list[str]:
 
 def test_the_package_never_reads_the_checkout():
     readers = {name for name, tree in package_modules().items() if reads_checkout(tree)}
-    assert readers <= CHECKOUT_READERS_NOT_YET, f"{readers - CHECKOUT_READERS_NOT_YET} read the checkout"
-    assert readers == CHECKOUT_READERS_NOT_YET, f"{CHECKOUT_READERS_NOT_YET - readers}: take them off the list"
+    assert readers == set(), f"{readers} read the checkout: that belongs in build/"
 
 
 def test_reads_checkout_finds_a_path_but_not_a_docstring():
@@ -216,7 +215,5 @@ def cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
 def test_no_import_cycle_in_the_package():
     graph = {name: imports_within(name, tree) - {name} for name, tree in package_modules().items()
              if name != "__init__"}
-    found = cycles(graph)
-    assert found <= CYCLES_NOT_YET, [sorted(c) for c in found - CYCLES_NOT_YET]
-    assert found == CYCLES_NOT_YET, f"{CYCLES_NOT_YET - found}: take them off the list"
+    assert cycles(graph) == set(), [sorted(c) for c in cycles(graph)]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {frozenset("abc")}

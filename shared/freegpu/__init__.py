@@ -9,7 +9,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `precision`: notebook 02 (mixed precision)
 - `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports Accelerate, so it is imported only when asked
   for (`from freegpu.finetune import pick_trackers`)
-- `resume`, `kaggle`, `wheelhouse`: notebook 06 (Kaggle commit workflow)
+- `resume`: notebook 06 (Kaggle commit workflow)
 - `notebook`: `begin`, the opening of every notebook (notebook 00 shows what it finds, step by step)
 - `params`: every notebook's parameter checks, behind one call in its check cell (`params.check_parameters`)
 """
@@ -20,7 +20,6 @@ from . import (
     checks,
     data,
     hardware,
-    kaggle,
     launch,
     measure,
     models,
@@ -32,7 +31,6 @@ from . import (
     resume,
     software,
     text,
-    wheelhouse,
     xla,
 )
 
@@ -41,6 +39,6 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checks", "data", "finetune", "hardware", "kaggle", "launch", "measure", "models",
+__all__ = ["checks", "data", "finetune", "hardware", "launch", "measure", "models",
            "notebook", "platform", "precision", "profile", "results", "resume", "software",
-           "text", "wheelhouse", "xla", "__version__"]
+           "text", "xla", "__version__"]
