@@ -65,9 +65,9 @@ def load_build_script(name: str):
 
 
 def run_once(out: Path, folder: Path = NOTEBOOK_DIR, parameters=lambda name: {"profile": "smoke"}, *,
-             solutions: bool = True, label: str = ""):
+             solutions: bool = True, label: str = "", env: dict[str, str] | None = None):
     """`run(name, **extra)` executes `folder/<name>.ipynb` into `out` once per (name, extra), with the planted
-    secrets in its kernel's environment and `parameters(name)` plus `extra`; returns (record, results).
+    secrets and `env` in its kernel's environment and `parameters(name)` plus `extra`; returns (record, results).
     `run.out` is the folder the record's paths are relative to. Every executed-run fixture is one of these."""
     from build import run_course
 
@@ -77,7 +77,7 @@ def run_once(out: Path, folder: Path = NOTEBOOK_DIR, parameters=lambda name: {"p
         key = (name, tuple(sorted(extra.items())))
         if key not in cache:
             with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
-                for variable, value in PLANTED_SECRETS.items():
+                for variable, value in {**PLANTED_SECRETS, **(env or {})}.items():
                     patch.setenv(variable, value)
                 record = run_course.execute(folder / f"{name}.ipynb", out, {**parameters(name), **extra},
                                             solutions=solutions)
