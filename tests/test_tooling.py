@@ -10,8 +10,6 @@ from conftest import ROOT
 
 import build
 
-# Loaders still to replace by `from build import <name>` (files other helpers edit this session): only shrinks.
-LOADERS_NOT_YET = {"build/device_check.py"}
 LOADER = re.compile(r"spec_from_file_location|runpy\.run_path|exec_module")
 
 
@@ -29,4 +27,4 @@ def test_no_build_script_or_test_loads_a_script_by_path():
              if LOADER.search(p.read_text()) and p.name != "test_tooling.py"}
     # A test may run a *learner's* script as __main__ with runpy (a launch without the course package): allowed.
     found = {f for f in found if not f.startswith("tests/") or "spec_from_file_location" in (ROOT / f).read_text()}
-    assert found <= LOADERS_NOT_YET, f"{sorted(found - LOADERS_NOT_YET)} load a script by path: import build.<name>"
+    assert found == set(), f"{sorted(found)} load a script by path: import build.<name>"
