@@ -96,16 +96,32 @@ def hf_token_function():
 
 def test_08_step3_kaggle_secrets_and_the_environment(tmp_path, monkeypatch):
     """Where google.colab is missing and kaggle_secrets is there (Kaggle), the token comes from Kaggle's secrets;
-    where neither is, from the environment."""
+    where neither is, from the environment. A secret that is not set is None there, not an error that stops the
+    notebook (Colab and Kaggle raise when asked for a secret they do not have)."""
     hf_token = hf_token_function()
     monkeypatch.setenv("HF_TOKEN", "hf_fromTheEnvironment")
     assert hf_token() == ("hf_fromTheEnvironment", "os.environ")
+    monkeypatch.delenv("HF_TOKEN")
+    assert hf_token() == (None, "os.environ")
     (tmp_path / "kaggle.json").write_text(json.dumps({"HF_TOKEN": KAGGLE_TOKEN}))
     monkeypatch.setenv("FREEGPU_STUB_KAGGLE_SECRETS", str(tmp_path / "kaggle.json"))
     monkeypatch.syspath_prepend(str(STUBS))
     monkeypatch.setitem(sys.modules, "google.colab", None)  # not Colab: importing it fails
     monkeypatch.delitem(sys.modules, "kaggle_secrets", raising=False)
     assert hf_token() == (KAGGLE_TOKEN, "kaggle_secrets")
+    (tmp_path / "kaggle.json").write_text(json.dumps({}))
+    assert hf_token() == (None, "kaggle_secrets")
+
+
+def test_08_step3_colab_secret_missing(tmp_path, monkeypatch):
+    """On Colab, userdata.get raises SecretNotFoundError for a secret that is not set: the notebook goes on."""
+    hf_token = hf_token_function()
+    (tmp_path / "userdata.json").write_text(json.dumps({}))
+    monkeypatch.setenv("FREEGPU_STUB_USERDATA", str(tmp_path / "userdata.json"))
+    monkeypatch.syspath_prepend(str(STUBS))
+    for name in [m for m in sys.modules if m == "google" or m.startswith("google.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert hf_token() == (None, "google.colab.userdata")
 
 
 @pytest.fixture(scope="module")
