@@ -9,7 +9,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `precision`: notebook 02 (mixed precision)
 - `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports Accelerate, so it is imported only when asked
   for (`from freegpu.finetune import pick_trackers`)
-- `resume`: notebook 06 (Kaggle commit workflow)
+- `resume`: `dir_bytes`, a folder's size (notebook 00's disk check, notebook 06's output cap)
 - `notebook`: `begin`, the opening of every notebook (notebook 00 shows what it finds, step by step)
 - `params`: every notebook's parameter checks, behind one call in its check cell (`params.check_parameters`)
 """
