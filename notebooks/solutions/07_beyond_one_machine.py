@@ -26,3 +26,15 @@ one = load_config_from_file("machine_1.yaml").to_dict()
 differ = sorted(key for key in zero if zero[key] != one[key])
 assert differ == ["machine_rank"], differ
 print(f"Only {differ} differs: every machine names machine 0's address and the same totals.")
+
+# %% Exercise 4
+def held_per_weight(name: str, ranks: int) -> float:  # fp32 bytes: weight 4, gradient 4, AdamW 8
+    split = {"DDP": (1, 1, 1), "ZeRO-2": (1, ranks, ranks), "ZeRO-3": (ranks, ranks, ranks)}[name]
+    return sum(size / parts for size, parts in zip((4, 4, 8), split, strict=True))
+
+
+for name, measured in zero_bytes.items():  # the rule gives back what step 4 measured on 2 ranks
+    assert held_per_weight(name, 2) * weights == sum(measured), (name, measured)
+print("1 billion weights on 8 GPUs, on each rank:")
+for name in zero_bytes:
+    print(f"  {name:6}: {held_per_weight(name, 8):4.1f} GB")  # 1e9 weights x bytes per weight
