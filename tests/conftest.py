@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import importlib.util
 import json
 import os
@@ -57,11 +56,6 @@ def planted_hits(*roots: Path) -> list[str]:
             data = path.read_bytes()
             hits += [f"{path}: {needle[:12]}..." for needle in PLANTED_NEEDLES if needle.encode() in data]
     return hits
-
-
-def load_build_script(name: str):
-    """build/<name>.py, imported as `build.<name>` (kept while test files move to `from build import <name>`)."""
-    return importlib.import_module(f"build.{name}")
 
 
 def run_once(out: Path, folder: Path = NOTEBOOK_DIR, parameters=lambda name: {"profile": "smoke"}, *,

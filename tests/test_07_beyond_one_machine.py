@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-from conftest import NOTEBOOK_DIR, PLANTED_SECRETS, load_build_script
+from conftest import NOTEBOOK_DIR, run_once
 from slurm_cluster import MISSING, slurm_fixture  # noqa: F401 (the module's SLURM cluster)
 
 NAME = "07_beyond_one_machine"
@@ -30,13 +30,11 @@ def notebook_run(executed, course_out, request, tmp_path_factory):
         record, results = executed(NAME)
         return record, results, course_out / "results" / NAME
     env, _ = request.getfixturevalue("slurm")
-    out = tmp_path_factory.mktemp("course_slurm")
-    with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment; sbatch, the kernel's
-        for variable, value in {**PLANTED_SECRETS, "SLURM_CONF": env["SLURM_CONF"], "MAIN_IP": "127.0.0.1"}.items():
-            patch.setenv(variable, value)  # MAIN_IP: the scratch nodes' names (node1, node2) do not resolve
-        record = load_build_script("run_course").execute(NOTEBOOK_DIR / f"{NAME}.ipynb", out, {"profile": "smoke"})
-    assert record.status == "ok", f"{NAME} under SLURM failed: {record.error}"
-    return record, json.loads((out / record.results).read_text()), out / "results" / NAME
+    # sbatch and the kernel read SLURM_CONF; MAIN_IP: the scratch nodes' names (node1, node2) do not resolve.
+    run = run_once(tmp_path_factory.mktemp("course_slurm"), label="under SLURM: ",
+                   env={"SLURM_CONF": env["SLURM_CONF"], "MAIN_IP": "127.0.0.1"})
+    record, results = run(NAME)
+    return record, results, run.out / "results" / NAME
 
 
 @pytest.mark.notebook
