@@ -85,6 +85,9 @@ SETUP_FAILED = t("Installing freegpu failed (pip's output is above). What to do:
 SETUP_KAGGLE = t("No internet here. Turn on Internet in the notebook's Settings (needs a phone-verified "
                  "account), or attach your freegpu-wheelhouse dataset (notebook 06 makes it) and run: "
                  "!pip install --no-index --find-links {wheels} '{spec}'")
+SETUP_KAGGLE_SOURCE = t("No internet here. Turn on Internet in the notebook's Settings (needs a phone-verified "
+                        "account): pip builds this notebook's {extra} from source, so the freegpu-wheelhouse "
+                        "dataset cannot install it.")
 
 
 def _pieces(text: str) -> list[str]:
@@ -129,10 +132,15 @@ def setup_source(name: str, settings: dict, language: str = "en", translate=lamb
     requirement = f"{spec} @ git+{settings['repo']}@v{settings['version']}"
     page = TROUBLESHOOTING_ZH if language == "zh" else TROUBLESHOOTING
     failed = translate(SETUP_FAILED).format(help=f"{settings['repo']}/blob/{settings['branch']}/{page}")
-    kaggle = translate(SETUP_KAGGLE).format(wheels=KAGGLE_WHEELHOUSE, spec=spec)
+    from build.kaggle_bundles import NO_WHEEL_EXTRAS  # inside: run as a script, build/ is not yet importable
+
+    source_built = [extra for extra in extras if extra in NO_WHEEL_EXTRAS]  # the wheelhouse cannot hold them
+    message = SETUP_KAGGLE_SOURCE if source_built else SETUP_KAGGLE
+    fields = {"wheels": KAGGLE_WHEELHOUSE, "spec": spec, "extra": ", ".join(source_built)}
+    kaggle = translate(message).format(**fields)
     # The long lines end in a URL, which ruff lets run past the line length: the cell keeps to 11 lines.
     widths = WIDTH - 12 - len(f'if "{KAGGLE_ENV}" not in os.environ else ') - 1, WIDTH - 12 - 1
-    kaggle_lines = _wrapped(SETUP_KAGGLE.format(wheels=KAGGLE_WHEELHOUSE, spec=spec), *widths)
+    kaggle_lines = _wrapped(message.format(**fields), *widths)
     if language != "en":
         kaggle_lines = _wrapped(kaggle, *widths, lines=len(kaggle_lines))
     kaggle_lines[-1] += ")"
@@ -200,4 +208,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # build.kaggle_bundles imports as in the tests
     sys.exit(main())

@@ -79,6 +79,16 @@ def test_the_setup_cell_says_what_to_do_offline_in_the_notebooks_language(name, 
         assert not re.search(r"[A-Za-z]{3,} [a-z]{3,} [a-z]{3,}", message.replace(line, "")), message
 
 
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_notebook_whose_extra_has_no_wheel_asks_for_internet_on_kaggle(language, tmp_path):
+    """07 installs deepspeed, which pip builds from source: the wheelhouse cannot hold it (NO_WHEEL_EXTRAS), so
+    the Kaggle message asks for Internet only and prints no wheelhouse line that would fail."""
+    path = NOTEBOOK_DIR / ("" if language == "en" else "zh") / "07_beyond_one_machine.ipynb"
+    message = last_error(run_offline(setup_cell(path), tmp_path, kaggle=True))
+    assert KAGGLE_SAYS[language][0] in message and "deepspeed" in message, message
+    assert "--find-links" not in message, message
+
+
 def test_the_setup_messages_have_their_chinese():
     assert i18n.problems("setup") == []
 
