@@ -176,6 +176,15 @@ def test_the_package_never_reads_the_checkout():
     assert readers == set(), f"{readers} read the checkout: that belongs in build/"
 
 
+PACKAGE_MAX_LINES = 2500  # issue 24: "a small helper package shared by the notebooks" (it was 5,863 lines)
+
+
+def test_the_package_stays_small():
+    lines = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for p in (ROOT / "shared" / "freegpu").rglob("*.py")}
+    assert sum(lines.values()) <= PACKAGE_MAX_LINES, sorted(lines.items(), key=lambda item: -item[1])[:5]
+
+
 def test_reads_checkout_finds_a_path_but_not_a_docstring():
     tree = ast.parse('"""Reads notebooks/ and platforms/."""\nsource / "platforms" / "images.toml"\n')
     assert reads_checkout(tree) == ["platforms"]
