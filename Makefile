@@ -57,8 +57,8 @@ $(XLA_STAMP): pyproject.toml constraints.txt
 
 # Notebook 04's TPU half, notebook 05's fine-tuning steps and the TPU starter, run for real by XLA's CPU backend.
 test-xla: $(XLA_STAMP)
-	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/test_xla_lane.py tests/test_xla_lane_05.py tests/test_xla_lane_02.py \
-	  tests/test_starters.py::test_kaggle_tpu_v5e8_on_xla
+	$(OFFLINE) PJRT_DEVICE=CPU FREEGPU_XLA_LANE=1 $(XLA_VENV)/bin/python -m pytest tests/lanes/test_xla_lane.py tests/lanes/test_xla_lane_05.py tests/lanes/test_xla_lane_02.py \
+	  tests/lanes/test_starters.py::test_kaggle_tpu_v5e8_on_xla
 
 # Notebook 05's loop against transformers' Trainer on the same work, interleaved in one process (a benchmark, not a
 # test): samples/s of each and their ratio, with spreads, in build/out/bench/trainer_vs_course.json.
@@ -71,7 +71,7 @@ $(IMAGE_VENVS)/%/.installed: platforms/images.toml | $(STAMP)
 
 # 01 and 05 per image: on Colab's installed from the tag of a local mirror, on Kaggle's from the wheelhouse offline.
 test-images: $(STAMP) $(IMAGE_STAMPS)
-	$(OFFLINE) FREEGPU_IMAGE_LANES=1 $(BIN)/python -m pytest tests/test_image_lanes.py
+	$(OFFLINE) FREEGPU_IMAGE_LANES=1 $(BIN)/python -m pytest tests/lanes/test_image_lanes.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks

@@ -7,7 +7,7 @@ puts the repository root first on `sys.path`, so its siblings import as `build.<
 
 The name `build` is also PyPA's build frontend (`python -m build`). The course never installs it; where it is
 installed, the repository root comes first on the path in both ways of running, so this folder is the one
-imported (tests/test_tooling.py checks which file `import build` finds).
+imported (tests/tooling/test_tooling.py checks which file `import build` finds).
 
 Build outputs go to build/out/ (gitignored); `make clean` deletes them.
 """

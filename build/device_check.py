@@ -25,8 +25,8 @@ Two parts, the cheap one first, so a run cut short still answers something:
 
 Without a GPU it falls back to the CPU, says so in its output, and runs the claims at a tiny size with `"bf16"`
 in place of `"fp16"` (Accelerate's fp16 does nothing on a CPU) and the notebooks at the rehearsal's CPU sizes (02
-at width 64: fp16 autocast on a CPU is emulated and takes minutes at the full width). tests/test_device_check.py
-runs that fallback.
+at width 64: fp16 autocast on a CPU is emulated and takes minutes at the full width).
+tests/tooling/test_device_check.py runs that fallback.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 
 Usage: python build/lesson_surface.py [notebooks/*.ipynb]  (from the project root; --json for a table)
 
-The project's copy of the course team's tool (same columns); tests/test_lesson_surface.py holds every notebook to
-the targets with it.
+The project's copy of the course team's tool (same columns); tests/tooling/test_lesson_surface.py holds every
+notebook to the targets with it.
 
 Counts, per notebook (non-blank lines; a %%writefile cell is a script and is counted apart):
   code      code lines outside scripts          preamble  code lines before the first "## " heading

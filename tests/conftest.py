@@ -27,10 +27,10 @@ PLANTED_SECRETS = {
 }
 # The XLA lane's files run in .venv-xla (`make test-xla`); the main lane does not collect them.
 IN_XLA_LANE = os.environ.get("FREEGPU_XLA_LANE") == "1" or importlib.util.find_spec("torch_xla") is not None
-collect_ignore = [] if IN_XLA_LANE else ["test_xla_lane.py", "test_xla_lane_05.py", "test_xla_lane_02.py"]
+collect_ignore = [] if IN_XLA_LANE else [f"lanes/test_xla_lane{suffix}.py" for suffix in ("", "_05", "_02")]
 # The image lanes' file runs whole under `make test-images` (FREEGPU_IMAGE_LANES=1), its data checks included.
 if os.environ.get("FREEGPU_IMAGE_LANES") != "1":
-    collect_ignore.append("test_image_lanes.py")
+    collect_ignore.append("lanes/test_image_lanes.py")
 # .ci/run sets this: in CI a skipped test fails, naming its reason (a check that could run there must run).
 NO_SKIPS = os.environ.get("FREEGPU_NO_SKIPS") == "1"
 

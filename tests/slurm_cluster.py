@@ -5,8 +5,9 @@ once) yields `(env, folder)`: `env["SLURM_CONF"]` points at the scratch slurm.co
 find the controller. munged runs with its own key and socket, slurmctld and two slurmd nodes (node1, node2) on
 127.0.0.1. Every daemon is stopped by its own pid afterwards, even on failure. Needs root (slurmd) and
 `apt-get install -y slurm-wlm munge` (.ci/run); `needs_slurm` and `needs_root` skip a test, saying why.
-Used by tests/test_cluster_starter.py (the starter's train.sbatch) and tests/test_07_beyond_one_machine.py (07's
-SLURM step, executed with this SLURM_CONF in the kernel's environment).
+Used by tests/lanes/test_cluster_starter.py (the starter's train.sbatch) and
+tests/notebooks/test_07_beyond_one_machine.py (07's SLURM step, executed with this SLURM_CONF in the kernel's
+environment).
 """
 
 from __future__ import annotations

@@ -183,9 +183,9 @@ def recommend(hw: HardwareInfo) -> Recommendation:
     procs = max(hw.tpu.chips, 1) if hw.device_kind == "tpu" else max(len(hw.gpus), 1)
     caps = [gpu.compute_capability for gpu in hw.gpus]
     if hw.device_kind == "tpu":
-        # Accelerate's bf16 on a TPU sets XLA_USE_BF16=1 (accelerate/state.py, AcceleratorState.__init__; pinned by
-        # tests/test_tpu_facts.py): weights and AdamW state stored in bf16 (notebook 05). At XLA's default matmul
-        # precision a TPU already rounds fp32 inputs to bf16 before multiplying (torch_xla/backends/__init__.py,
+        # Accelerate's bf16 on a TPU sets XLA_USE_BF16=1 (accelerate/state.py, AcceleratorState.__init__; pinned
+        # by tests/package/test_tpu_facts.py): weights and AdamW state stored in bf16 (notebook 05). At XLA's default
+        # matmul precision a TPU already rounds fp32 inputs to bf16 before multiplying (torch_xla/backends/__init__.py,
         # set_mat_mul_precision's docstring: "default ... downcasting an FP32 to BF16 before multiplying").
         precision, why = "no", tr("TPU: fp32, since Accelerate's bf16 on a TPU stores the weights in bf16, where "
                                   "small updates round away; at XLA's default precision a TPU multiplies fp32 "
@@ -199,7 +199,7 @@ def recommend(hw: HardwareInfo) -> Recommendation:
                           ("no", tr("compute capability < 7.0: no tensor cores, mixed precision gains little.")))
         per = tr("one process per GPU ({procs}).")
     else:
-        # fp16 on a CPU: no autocast and no GradScaler (accelerate/accelerator.py; pinned by tests/test_hardware.py)
+        # fp16 on a CPU: no autocast, no GradScaler (accelerate/accelerator.py; tests/package/test_hardware.py)
         precision, why = "no", tr("CPU: Accelerate's fp16 does nothing here; whether bf16 autocast is faster "
                                   "depends on the CPU (AVX512-BF16, AMX): time it on yours.")
         per = tr("one process: several CPU processes share the same cores.")

@@ -286,7 +286,8 @@ def launcher_branch(num_processes: int, gpu_count: int, environ: Mapping[str, st
             gpu_count=gpu_count, num_processes=num_processes))
     if num_processes > 1:
         # accelerate/state.py: ACCELERATE_USE_CPU=1 sets cpu=True; _prepare_backend picks XLA before it reads cpu,
-        # and MPI over gloo where torch was built with it (pinned by tests/test_tpu_facts.py, test_checks_launch.py)
+        # and MPI over gloo where torch was built with it (pinned by tests/package/test_tpu_facts.py,
+        # test_checks_launch.py)
         return LauncherBranch("multi_cpu", num_processes, False, tr(
             "no GPU: notebook_launcher forks {num_processes} CPU processes; they join with gloo (MULTI_CPU; MPI if "
             "torch has it) only if each creates Accelerator(cpu=True) or ACCELERATE_USE_CPU=1 is set. Where "

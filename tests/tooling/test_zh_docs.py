@@ -26,7 +26,7 @@ RESTORED = re.compile(r"\[补全: ([^\]]*)\]")
 ROW = re.compile(r"^\| 「(?P<quote>.+?)」(?P<notes>(?:\[\^\w+\])*) \| (?P<verdict>[^|]+?) \| (?P<why>[^|]+?) \| "
                  r"(?P<where>[^|]+?) \| (?P<evidence>[^|]+?) \|$")
 ONLY_A_TEST = "仅测试"  # "where": no notebook step; the evidence names the test that runs it
-# A step, linked to its page on the site (raw HTML: a build without that page, like tests/test_site.py's, only
+# A step, linked to its page on the site (raw HTML: a build without that page, like tests/tooling/test_site.py's, only
 # leaves a dead link, where a markdown link would stop Sphinx -W)
 LINK = re.compile(r'<a href="notebooks/(\d\d)_\w+\.html">([^<]+)</a>')
 ZH_HEADING = re.compile(r"^## (?P<zh>.+?) \((?P<en>.+)\)$")
@@ -113,7 +113,7 @@ def test_every_verdict_is_allowed_and_every_checked_claim_names_a_step_that_exis
             assert verdict == where == NOT_CHECKED, f"a verdict needs a step, a step a verdict: {row['line']}"
             continue
         if where == ONLY_A_TEST:
-            continue  # tests/test_claims.py checks that the evidence names a test that exists
+            continue  # tests/tooling/test_claims.py checks that the evidence names a test that exists
         for number, text in LINK.findall(where):
             assert text.startswith(f"{number} · "), f"a link to another notebook than its text: {where}"
             assert list(NOTEBOOK_DIR.glob(f"zh/{number}_*.ipynb")), where

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.notebook
 def test_it_covers_every_notebook_with_the_full_profiles_parameters():
     assert check.NOTEBOOKS == tuple(NOTEBOOK_NAMES)
     folders = {"mnist": "/m", "glue": "/g", "bert": "/b"}
-    for name in NOTEBOOK_NAMES:  # the same folders as tests/test_full_profile.py gives each notebook
+    for name in NOTEBOOK_NAMES:  # the same folders as tests/notebooks/test_full_profile.py gives each notebook
         assert check.parameters(name, folders, gpu=True) == full_parameters(name, folders), name
     assert check.parameters("02_mixed_precision", folders, gpu=False)["d_model"] == 64  # the CPU fallback
     found = check.samples_per_s({"train_samples_per_s": 12.5, "x_samples_per_s": {"median": 3.0, "n": 3},

@@ -41,7 +41,7 @@ ASSERTED = {
 
 def _cell(start: str) -> str:
     """The source of the notebook's code cell that begins with `start` (tests run the cells' own code)."""
-    nb = json.loads((Path(__file__).parents[1] / "notebooks" / f"{NAME}.ipynb").read_text())
+    nb = json.loads((Path(__file__).parents[2] / "notebooks" / f"{NAME}.ipynb").read_text())
     sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     return next(src for src in sources if src.startswith(start))
 
@@ -205,7 +205,7 @@ def _blocked(tmp_path: Path, *modules: str) -> str:
 
 
 def _notebook_markdown() -> str:
-    nb = json.loads((Path(__file__).parents[1] / "notebooks" / f"{NAME}.ipynb").read_text())
+    nb = json.loads((Path(__file__).parents[2] / "notebooks" / f"{NAME}.ipynb").read_text())
     return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
 
 

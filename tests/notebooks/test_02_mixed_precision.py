@@ -99,7 +99,7 @@ def test_step_1_rule_is_the_mode_that_runs_for_real():
 
 def test_step_1_turns_torch_xla_off_before_accelerate_is_imported():
     """On a TPU, `cpu=True` means XLA unless USE_TORCH_XLA=0 is set before the first `import accelerate` (the XLA
-    lane runs the notebook where torch_xla imports: tests/test_xla_lane_02.py). No Accelerator asks for cpu=True
+    lane runs the notebook where torch_xla imports: tests/lanes/test_xla_lane_02.py). No Accelerator asks for cpu=True
     to leave a TPU any more."""
     cells = [("".join(c["source"])) for c in json.loads((NOTEBOOK_DIR / f"{NAME}.ipynb").read_text())["cells"]
              if c["cell_type"] == "code"]

@@ -23,8 +23,18 @@ def test_import_build_is_this_folder_not_pypas_build():
 
 
 def test_no_build_script_or_test_loads_a_script_by_path():
-    found = {str(p.relative_to(ROOT)) for folder in ("build", "tests") for p in (ROOT / folder).glob("*.py")
+    found = {str(p.relative_to(ROOT)) for folder in ("build", "tests") for p in (ROOT / folder).rglob("*.py")
              if LOADER.search(p.read_text()) and p.name != "test_tooling.py"}
     # A test may run a *learner's* script as __main__ with runpy (a launch without the course package): allowed.
     found = {f for f in found if not f.startswith("tests/") or "spec_from_file_location" in (ROOT / f).read_text()}
     assert found == set(), f"{sorted(found)} load a script by path: import build.<name>"
+
+
+AXES = {"notebooks", "package", "tooling", "lanes"}  # README's Layout says what each holds
+
+
+def test_tests_sit_one_axis_per_folder():
+    loose = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    assert loose == [], f"{loose}: move each into one of tests/{sorted(AXES)}"
+    folders = {p.parent.name for p in (ROOT / "tests").rglob("test_*.py")}
+    assert folders == AXES, folders

@@ -1,6 +1,6 @@
 """Notebook 05 (BERT fine-tune): its results step by step, its helpers, and its evaluation under two processes.
 
-Run as a script (`torchrun ... tests/test_05_bert_finetune.py --report FILE`), this file is the worker of
+Run as a script (`torchrun ... tests/notebooks/test_05_bert_finetune.py --report FILE`), this file is the worker of
 `test_05_two_processes_count_each_example_once`: the notebook's own loop and evaluation cells, launched with one
 process and with two.
 """
@@ -79,7 +79,7 @@ def test_05_step5_score_save_and_reload(notebook_run):
 def _cells(name: str) -> list[str]:
     import nbformat
 
-    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / f"{name}.ipynb", as_version=4)
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / f"{name}.ipynb", as_version=4)
     return [c.source for c in nb.cells if c.cell_type == "code"]
 
 
@@ -116,7 +116,7 @@ def test_05_full_profile_offline_fails_fast(tmp_path):
 
     start = time.perf_counter()
     with pytest.raises(papermill.PapermillExecutionError) as info:
-        papermill.execute_notebook(str(Path(__file__).resolve().parents[1] / "notebooks" / "05_bert_finetune.ipynb"),
+        papermill.execute_notebook(str(Path(__file__).resolve().parents[2] / "notebooks" / "05_bert_finetune.ipynb"),
                                    str(tmp_path / "out.ipynb"), parameters={"profile": "full",
                                                                             "output_dir": str(tmp_path / "run")},
                                    kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
@@ -213,7 +213,8 @@ def test_05_collators_follow_the_hardware():
 def test_05_turns_fused_adamw_off_under_fp16():
     """Step 4: with fp16's GradScaler, a fused AdamW skips an overflowed update inside its kernel, so Accelerate's
     `optimizer_step_was_skipped` stays False (and the scheduler steps). The run that shows it is 02's
-    (tests/test_02_mixed_precision.py::test_a_fused_adamw_skip_is_unseen_by_accelerate); here, that 05 acts on it."""
+    (tests/notebooks/test_02_mixed_precision.py::test_a_fused_adamw_skip_is_unseen_by_accelerate); here, that 05
+    acts on it."""
     cell = next(src for src in _cells("05_bert_finetune") if src.startswith("learning_rate_used = "))
     assert 'accelerator.mixed_precision != "fp16"' in cell  # so the notebook turns fused off for fp16
 
@@ -242,7 +243,7 @@ def test_05_tpu_default_is_fp32_because_accelerate_bf16_is_xla_use_bf16():
 def _markdown_with(text: str) -> str:
     import nbformat
 
-    nb = nbformat.read(Path(__file__).resolve().parents[1] / "notebooks" / "05_bert_finetune.ipynb", as_version=4)
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "05_bert_finetune.ipynb", as_version=4)
     return next(c.source for c in nb.cells if c.cell_type == "markdown" and text in c.source)
 
 
@@ -269,7 +270,7 @@ def test_05_corpus_ships_in_the_wheel(tmp_path):
 
     from hatchling.builders.wheel import WheelBuilder
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     wheel = next(iter(WheelBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])))
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("freegpu/corpus/reviews.jsonl")

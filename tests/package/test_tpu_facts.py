@@ -3,7 +3,7 @@
 
 This machine has neither a TPU nor a GPU, so these tests read the lines of `accelerate` that decide each fact: an
 upgrade that changes one fails here, and the notebook's sentence must be checked again. The XLA lane
-(tests/test_xla_lane_02.py) drives the same code paths for real on XLA's CPU backend, with the TPU check patched.
+(tests/lanes/test_xla_lane_02.py) drives the same code paths for real on XLA's CPU backend, with the TPU check patched.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_notebook_launcher_takes_its_tpu_branch_on_colab_or_kaggle_with_tpu_vari
 def test_notebook_launcher_refuses_on_a_tpu_when_an_accelerator_exists():
     """04 exercise 4 (restart the kernel first) and recap (an Accelerator created only inside the function): the TPU
     branch raises when the kernel already holds an Accelerator, then forks with xmp.spawn. The XLA lane
-    (tests/test_xla_lane.py) drives both refusals for real."""
+    (tests/lanes/test_xla_lane.py) drives both refusals for real."""
     body = _source(launchers.notebook_launcher)
     tpu = body[body.index("# TPU launch"):body.index("elif in_colab and")]
     assert "if len(AcceleratorState._shared_state) > 0:" in tpu and "Restart your notebook" in tpu

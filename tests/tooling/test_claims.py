@@ -1,7 +1,7 @@
 """docs/zh/claims.md (issue 26): every article claim has evidence or says what would check it, and the two claims
 no notebook step checks any more are checked here.
 
-tests/test_zh_docs.py reads the rows (quotes exact, steps that exist); this file checks the evidence column."""
+tests/tooling/test_zh_docs.py reads the rows (quotes exact, steps that exist); this file checks the evidence column."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from test_zh_docs import NOT_CHECKED, ONLY_A_TEST, claim_rows
 
 KINDS = ("本次运行", "测试运行", "库源码", "模拟", "文档")
 NEEDS = re.compile(r"^需要 ?(GPU|两块 GPU|P100|TPU|平台账号)")  # what an unchecked claim waits for
-TEST = re.compile(r"`(tests/\w+\.py)(?:::(\w+))?`")
+TEST = re.compile(r"`(tests/(?:\w+/)?\w+\.py)(?:::(\w+))?`")
 
 
 def test_every_claim_has_evidence_or_says_what_would_check_it():

@@ -1,7 +1,8 @@
 """The Kaggle bundles and the wheelhouse that `make course` writes (build/kaggle_bundles.py, build/wheelhouse.py).
 
 Course tooling, not the package: these read notebooks/ and platforms/ of the checkout. The walk that decides what
-a wheelhouse holds for an image, and the bundles' setup cells per notebook, are tested in tests/test_image_lanes.py.
+a wheelhouse holds for an image, and the bundles' setup cells per notebook, are tested in
+tests/lanes/test_image_lanes.py.
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ def test_course_bundles_are_valid_and_never_p100(tmp_path):
     for path in written:  # a copy of the committed notebook, outputs-free
         code_file = json.loads(path.read_text())["code_file"]
         assert (path.parent / code_file).read_bytes() == (NOTEBOOK_DIR / code_file).read_bytes()
-    # The wheelhouse: the course's wheel and what the Kaggle image lacks (tests/test_image_lanes.py checks which).
+    # The wheelhouse: the course's wheel and what the Kaggle image lacks (tests/lanes/test_image_lanes.py checks
+    # which).
     house = tmp_path / "wheelhouse"
     manifest = json.loads((house / "manifest.json").read_text())
     assert manifest["image"] == "kaggle-gpu" and manifest["files"][0]["file"] == "freegpu-0.1.0-py3-none-any.whl"

@@ -42,7 +42,8 @@ def test_no_planted_secret_in_any_file_written(course_site, course_out):
 @pytest.mark.notebook
 def test_08_reads_the_planted_token_and_writes_it_nowhere(executed, course_out):
     """08 reads HF_TOKEN from the platform's secrets (here the environment, where conftest planted it) and prints
-    only its length: the value is in no file of its run (its Colab stand-in run: tests/test_08_keep_your_work.py)."""
+    only its length: the value is in no file of its run (its Colab stand-in run:
+    tests/notebooks/test_08_keep_your_work.py)."""
     record, results = executed("08_keep_your_work")
     assert results["hf_token_source"] == "os.environ"
     assert results["hf_token_length"] == len(PLANTED_SECRETS["HF_TOKEN"])
