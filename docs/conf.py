@@ -27,6 +27,9 @@ nb_render_markdown_format = "myst"  # results tables are markdown outputs
 nb_ipywidgets_js = {}  # widget state would load require.js and the widget manager from a CDN
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 nb_render_error_lexer = "myst-ansi"  # tracebacks carry ANSI colours; the ipythontb lexer warns on some
+# A %%writefile cell holds a shell, YAML or JSON file, which the notebook's ipython3 lexer cannot always lex
+# (07's train.sbatch): Sphinx then highlights it in relaxed mode. That is cosmetic, not a broken page.
+suppress_warnings = ["misc.highlighting_failure"]
 myst_enable_extensions = ["colon_fence", "attrs_inline"]
 myst_heading_anchors = 3
 

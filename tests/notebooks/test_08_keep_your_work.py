@@ -9,6 +9,7 @@ notebook mounts the simulated Drive, is killed mid-epoch, resumes from Drive and
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -110,9 +111,10 @@ def test_08_step3_kaggle_secrets_and_the_environment(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(STUBS))
     monkeypatch.setitem(sys.modules, "google.colab", None)  # not Colab: importing it fails
     monkeypatch.delitem(sys.modules, "kaggle_secrets", raising=False)
-    assert hf_token() == (KAGGLE_TOKEN, "kaggle_secrets")
-    (tmp_path / "kaggle.json").write_text(json.dumps({}))
-    assert hf_token() == (None, "kaggle_secrets")
+    with stubs_forgotten():
+        assert hf_token() == (KAGGLE_TOKEN, "kaggle_secrets")
+        (tmp_path / "kaggle.json").write_text(json.dumps({}))
+        assert hf_token() == (None, "kaggle_secrets")
 
 
 def test_08_step3_colab_secret_missing(tmp_path, monkeypatch):
@@ -123,7 +125,22 @@ def test_08_step3_colab_secret_missing(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(STUBS))
     for name in [m for m in sys.modules if m == "google" or m.startswith("google.")]:
         monkeypatch.delitem(sys.modules, name)
-    assert hf_token() == (None, "google.colab.userdata")
+    with stubs_forgotten():
+        assert hf_token() == (None, "google.colab.userdata")
+
+
+@contextlib.contextmanager
+def stubs_forgotten():
+    """The stand-ins imported inside leave sys.modules after: a `google.colab` left there would make every later
+    test in this process look like Colab to freegpu.platform (monkeypatch restores what it deleted, not what the
+    test added)."""
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in ("google", "kaggle_secrets"):
+                del sys.modules[name]
 
 
 @pytest.fixture(scope="module")

@@ -89,8 +89,10 @@ def fake_course(root: Path) -> Path:
         if cell.get("metadata", {}).get("exercise") == 1:
             cell.outputs = [nbformat.v4.new_output("stream", text="6 x 7 is 42.\n")]
     nbformat.write(solved, out / "executed/00_intro.ipynb")
+    # A %%writefile of a shell script (07's train.sbatch): the ipython3 lexer fails on it; the strict build must not.
     _notebook(out / "executed/01_words.ipynb", _md("# 01 · Words"),
-              _md(f"The launcher forks a {SEARCH_WORD} per process; see [00](00_intro.ipynb)."))
+              _md(f"The launcher forks a {SEARCH_WORD} per process; see [00](00_intro.ipynb)."),
+              _code('%%writefile train.sbatch\nMAIN_IP=${MAIN_IP:-$(scontrol show hostnames "$NODES" | head -n 1)}'))
     error = nbformat.v4.new_output("error", ename="ValueError", evalue="boom", traceback=ANSI_TRACEBACK)
     _notebook(out / "executed/03_broken.ipynb", _md("# 03 · Broken"), _code("raise ValueError('boom')", error))
     _notebook(out / "executed/04_xla.ipynb", _md("# 04 · XLA"),
