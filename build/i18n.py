@@ -5,7 +5,9 @@ The English notebooks are the source. `locale/zh/<name>.po` holds the Chinese of
 
 - a markdown cell, block by block (blocks are separated by blank lines; fenced code is kept as it is);
 - in a code cell, every comment, every string a learner reads: the arguments of `print(...)`, the message of
-  `raise SomeError(...)`, an argparse `help=`. An f-string is one unit, its `{...}` fields written as in the code;
+  `raise SomeError(...)`, an argparse `help=`, a docstring. An f-string is one unit, its `{...}` fields written as
+  in the code; a docstring's translation keeps its number of lines;
+- in a shell script a cell writes (`%%writefile x.sh` or `x.sbatch`), every `# ` comment (not `#!` or `#SBATCH`);
 - the same units of the notebook's worked solutions (`notebooks/solutions/<name>.py`): a zh notebook's executed
   copy gets them translated (build/solutions.py `prepare`), so its solution cells comment and print in Chinese.
 
@@ -82,7 +84,7 @@ class TranslationError(ValueError):
 @dataclass(frozen=True)
 class Unit:
     cell: int  # the cell's index in the notebook
-    kind: str  # "markdown", "comment" or "string"
+    kind: str  # "markdown", "comment", "string" or "docstring"
     text: str  # the English: the msgid
 
 
@@ -128,6 +130,26 @@ def split_magic(source: str) -> tuple[str, str]:
         head, _, body = source.partition("\n")
         return head + "\n", body
     return "", source
+
+
+SHELL_SCRIPTS = (".sh", ".sbatch")  # scripts a cell writes whose `# ` comments are translated
+SHELL_COMMENT = re.compile(r"(^\s*|\S\s{2,})(# )(.*\S)\s*$")  # a whole-line comment, or two spaces then `# `
+
+
+def is_shell_script(source: str) -> bool:
+    head, _ = split_magic(source)
+    return bool(head) and head.split()[-1].endswith(SHELL_SCRIPTS)
+
+
+def shell_comments(body: str, english: bool = True) -> list[tuple[int, int, int, str]]:
+    """(row, start col, end col, text) of every `# ` comment of a shell script (with `english`, those with English
+    words). Quotes are not read: the course's scripts keep `#` out of their strings."""
+    found = []
+    for row, line in enumerate(body.split("\n"), 1):
+        match = SHELL_COMMENT.search(line)
+        if match and (not english or translatable(match.group(3))):
+            found.append((row, match.start(2), match.end(3), match.group(3)))
+    return found
 
 
 def is_python(source: str) -> bool:
@@ -202,6 +224,18 @@ def text_nodes(tree: ast.AST, english: bool = True) -> list[ast.AST]:
     return [node for node in found if not english or translatable(_template(node))]
 
 
+def docstrings(tree: ast.AST, english: bool = True) -> list[ast.Constant]:
+    """The docstring of the module and of each function and class (with `english`, those with English words)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                    and isinstance(first.value.value, str):
+                found.append(first.value)
+    return [node for node in found if not english or translatable(node.value)]
+
+
 def _raised(call: ast.Call, tree: ast.AST) -> bool:
     return any(isinstance(node, ast.Raise) and node.exc is call for node in ast.walk(tree))
 
@@ -225,12 +259,15 @@ def _char_col(line: str, byte_col: int) -> int:
 
 def code_units(source: str) -> list[tuple[str, str]]:
     """(kind, text) of every unit of a code cell, in the order of the source."""
+    if is_shell_script(source):
+        return [("comment", text) for *_, text in shell_comments(split_magic(source)[1])]
     if not is_python(source):
         return []
     _, body = split_magic(source)
     masked = mask_shell(body)
     tree = ast.parse(masked)
     units = [(node.lineno, node.col_offset, "string", _template(node)) for node in text_nodes(tree)]
+    units += [(node.lineno, node.col_offset, "docstring", node.value) for node in docstrings(tree)]
     lines = masked.split("\n")
     units += [(row, len(lines[row - 1][:col].encode()), "comment", text) for row, col, _, text in comments(masked)]
     return [(kind, text) for _, _, kind, text in sorted(units)]
@@ -306,6 +343,13 @@ def _literal(piece: str, formatted: bool) -> str:
 
 def translate_code(source: str, translate: Callable[[str], str]) -> str:
     """The code cell with every unit replaced by `translate(unit)`; the code itself unchanged."""
+    if is_shell_script(source):
+        head, body = split_magic(source)
+        lines = body.split("\n")
+        for row, col, end_col, english in reversed(shell_comments(body)):
+            chinese = translate(english)
+            lines[row - 1] = lines[row - 1][:col] + "# " + chinese + lines[row - 1][end_col:]
+        return head + "\n".join(lines)
     if not is_python(source):
         return source
     head, body = split_magic(source)
@@ -328,6 +372,17 @@ def translate_code(source: str, translate: Callable[[str], str]) -> str:
         parsed = ast.parse(f"({literal})", mode="eval").body
         if not _is_text(parsed) or _template(parsed) != chinese:
             raise TranslationError(f"the translation of {english!r} does not make a string literal: {literal}")
+        start = (node.lineno, _char_col(lines[node.lineno - 1], node.col_offset))
+        end = (node.end_lineno, _char_col(lines[node.end_lineno - 1], node.end_col_offset))
+        edits.append((*start, *end, literal))
+    for node in docstrings(tree):
+        chinese = translate(node.value)
+        if chinese == node.value:
+            continue
+        literal = f'"""{chinese}"""'
+        if rule_breaks("docstring", node.value, chinese) or ast.literal_eval(literal) != chinese:
+            raise TranslationError(f"the translation of the docstring {node.value[:60]!r} cannot replace it: "
+                                   f"{chinese[:60]!r}")
         start = (node.lineno, _char_col(lines[node.lineno - 1], node.col_offset))
         end = (node.end_lineno, _char_col(lines[node.end_lineno - 1], node.end_col_offset))
         edits.append((*start, *end, literal))
@@ -487,7 +542,8 @@ def problems(name: str, nb=None, catalog: polib.POFile | None = None) -> list[st
 
 
 def rule_breaks(kind: str, english: str, chinese: str) -> list[str]:
-    """What a translation must keep: the {...} fields of code strings, the link targets of markdown."""
+    """What a translation must keep: the {...} fields of code strings, the link targets of markdown, a comment on
+    one line, a docstring's lines."""
     found = []
     if kind == "string" and sorted(FIELD.findall(english)) != sorted(FIELD.findall(chinese)):
         found.append(f"fields differ: {sorted(FIELD.findall(english))} -> {sorted(FIELD.findall(chinese))}")
@@ -498,6 +554,11 @@ def rule_breaks(kind: str, english: str, chinese: str) -> list[str]:
             found.append(f"link targets differ: {LINK_TARGET.findall(english)} -> {LINK_TARGET.findall(chinese)}")
     if kind == "comment" and "\n" in chinese:
         found.append("a comment's translation has a line break")
+    if kind == "docstring" and chinese.count("\n") != english.count("\n"):
+        found.append(f"a docstring's translation must keep its {english.count(chr(10)) + 1} line(s)")
+    if kind == "docstring" and ('"""' in chinese or "\\" in chinese or chinese.endswith('"')):
+        found.append("a docstring's translation may not hold three double quotes or a backslash, "
+                     "nor end in a quote")
     return found
 
 

@@ -66,6 +66,27 @@ def test_translated_code_is_the_same_code():
     assert printed["zh"] == ["3 步，损失 0.429\n下一行 quoted", '普通的"字符串"']
 
 
+def test_docstrings_and_shell_comments_are_units_and_keep_their_lines():
+    source = ('%%writefile job.py\n"""Train a model.\n\nCopy it.\n"""\n\n\ndef f():\n    """Return one."""\n'
+              '    return 1  # the answer\n')
+    assert i18n.code_units(source) == [("docstring", "Train a model.\n\nCopy it.\n"), ("docstring", "Return one."),
+                                       ("comment", "the answer")]
+    table = {"Train a model.\n\nCopy it.\n": "训练一个模型。\n\n复制它。\n", "Return one.": "返回 1。",
+             "the answer": "答案"}
+    zh = i18n.translate_code(source, lambda text: table.get(text, text))
+    namespace: dict = {}
+    exec(compile(i18n.split_magic(zh)[1], "zh", "exec"), namespace)
+    assert namespace["__doc__"] == "训练一个模型。\n\n复制它。\n" and namespace["f"].__doc__ == "返回 1。"
+    assert zh.count("\n") == source.count("\n") and _normalised(zh) == _normalised(source)
+    assert i18n.rule_breaks("docstring", "Return one.", "返回\n1。")  # one line stays one line
+    shell = '%%writefile job.sbatch\n#!/bin/bash\n#SBATCH --nodes=2\n# Two nodes here.\nsrun hostname  # each node\n'
+    assert i18n.code_units(shell) == [("comment", "Two nodes here."), ("comment", "each node")]
+    zh = i18n.translate_code(shell, {"Two nodes here.": "这里两个节点。", "each node": "每个节点"}.get)
+    assert zh == ('%%writefile job.sbatch\n#!/bin/bash\n#SBATCH --nodes=2\n# 这里两个节点。\n'
+                  'srun hostname  # 每个节点\n')
+    assert _normalised(zh) == _normalised(shell)
+
+
 def test_untranslatable_code_is_refused_with_the_cell_named():
     with pytest.raises(i18n.TranslationError, match="changes its"):  # a field renamed would run other code
         i18n.translate_code("print(f'{x} items')", lambda text: "{y} 项")
@@ -151,12 +172,20 @@ def test_zh_notebooks_are_written_from_the_catalogs():
 
 
 def _normalised(source: str) -> tuple[str, int]:
-    """The syntax tree of a code cell with every translatable string blanked, and how many there were."""
+    """The syntax tree of a code cell with every translatable string and docstring blanked, and how many there
+    were; a shell script a cell writes, with its translatable comments blanked."""
+    if i18n.is_shell_script(source):
+        head, body = i18n.split_magic(source)
+        lines = body.split("\n")
+        found = i18n.shell_comments(body, english=False)
+        for row, col, end_col, _ in reversed(found):
+            lines[row - 1] = lines[row - 1][:col] + "#" + lines[row - 1][end_col:]
+        return head + "\n".join(lines), len(found)
     if not i18n.is_python(source):
         return source, 0
     head, body = i18n.split_magic(source)
     tree = ast.parse(i18n.mask_shell(body))
-    nodes = i18n.text_nodes(tree, english=False)
+    nodes = i18n.text_nodes(tree, english=False) + i18n.docstrings(tree, english=False)
     for node in ast.walk(tree):
         for field, value in ast.iter_fields(node):
             if isinstance(value, list):
