@@ -208,6 +208,17 @@ def test_07_shared_run_says_slurm_did_not_run(executed):
     assert r["slurm_ran"] is False and "slurm_machine_ranks" not in r and "slurm_s" not in r
 
 
+@pytest.mark.notebook
+def test_07_step2_notebook_launcher_ran_num_processes_on_each_machine(notebook_run):
+    """The run: two `python nl.py R PORT`, each calling notebook_launcher(num_processes=2, num_nodes=2), made a world
+    of 4, two processes on each machine rank."""
+    _, r, out = notebook_run
+    assert r["notebook_launcher_world_size"] == 4
+    reports = [json.loads(path.read_text()) for path in sorted((out / "nl").glob("rank_*.json"))]
+    ranks = [(rep["machine_rank"], rep["process_index"], rep["world_size"]) for rep in reports]
+    assert ranks == [(0, 0, 4), (0, 1, 4), (1, 2, 4), (1, 3, 4)]
+
+
 def test_07_step2_notebook_launcher_counts_per_machine_accelerate_launch_the_total():
     """Step 2's contrast, read from Accelerate's source: notebook_launcher gives torch `num_processes` per node and
     a world of num_nodes x num_processes; `accelerate launch` divides `--num_processes` by `--num_machines`."""

@@ -170,8 +170,8 @@ GLOSSED = re.compile(r"（[ -~]+）")  # English after its Chinese name: "混合
 
 
 def prose(name: str) -> list[tuple[int, str]]:
-    """(cell, text) of what a reader reads as words in the zh notebook: markdown outside code, and the comments
-    and printed strings of its code (identifiers, code spans and link targets taken out)."""
+    """(cell, text) of what a reader reads as words in the zh notebook: markdown outside code, and the comments,
+    docstrings and printed strings of its code (identifiers, code spans and link targets taken out)."""
     found = []
     for index, cell in enumerate(nbformat.read(ZH_DIR / f"{name}.ipynb", as_version=4).cells):
         if "badges" in cell.metadata.get("tags", []):
@@ -180,7 +180,9 @@ def prose(name: str) -> list[tuple[int, str]]:
             texts = [block for block, ok in i18n.markdown_blocks(cell.source) if ok]
         elif cell.cell_type == "code" and i18n.is_python(cell.source):
             body = i18n.mask_shell(i18n.split_magic(cell.source)[1])
-            texts = [i18n._template(node) for node in i18n.text_nodes(ast.parse(body), english=False)]
+            tree = ast.parse(body)
+            texts = [i18n._template(node) for node in i18n.text_nodes(tree, english=False)]
+            texts += [node.value for node in i18n.docstrings(tree, english=False)]
             texts += [t.string.lstrip("#") for t in tokenize.generate_tokens(io.StringIO(body).readline)
                       if t.type == tokenize.COMMENT]
         else:
