@@ -30,7 +30,7 @@ print(f"batch_size=8, gradient_accumulation_steps=2: {batches_of_8} micro-batche
       f"as many as with batches of 16 ({plain_steps})")
 
 # %% Exercise 3
-import json
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 
 def first_lr(ratio):  # the learning rate of the first optimizer step, on a throw-away optimizer
@@ -40,13 +40,15 @@ def first_lr(ratio):  # the learning rate of the first optimizer step, on a thro
     return schedule.get_last_lr()[0]
 
 
-logged = [json.loads(line) for line in (out / "logs" / NOTEBOOK / "metrics.jsonl").open()]
+events = EventAccumulator(str(out / "logs" / NOTEBOOK))  # what accelerator.log wrote
+events.Reload()
+logged_lrs = [round(event.value, 6) for event in events.Scalars("train/lr")]
 warm_steps = int(warmup_ratio * num_training_steps)
 assert first_lr(0) == learning_rate_used, "no warm-up: the first update gets the peak rate"
 assert (first_lr(warmup_ratio) < learning_rate_used) == (warm_steps > 0), "warm-up: a smaller one"
 print(f"warmup_ratio=0: the first update gets the full {first_lr(0):g}; this run's first got "
       f"{first_lr(warmup_ratio):g}, rising over {warm_steps} steps (train/lr logged: "
-      f"{[round(entry['train/lr'], 6) for entry in logged]}). The warm-up keeps large updates away "
+      f"{logged_lrs}). The warm-up keeps large updates away "
       "while the new head is random and its gradients are large.")
 
 # %% Exercise 4

@@ -7,8 +7,8 @@ inside the functions that need them. Modules, by the notebook that introduces th
 - `data`, `models`, `launch`: notebook 01 (MNIST migration)
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
-- `text` and `finetune`: notebook 05 (BERT fine-tune); `finetune` imports Accelerate, so it is imported only when asked
-  for (`from freegpu.finetune import pick_trackers`)
+- `text`: notebook 05 (BERT fine-tune: the offline review corpus, GLUE from the Hub or a Hub-layout folder); also
+  build/hub_rehearsal.py and build/bench_trainer.py
 - `resume`: `dir_bytes`, a folder's size (notebook 00's disk check, notebook 06's output cap)
 - `notebook`: `begin`, the opening of every notebook (notebook 00 shows what it finds, step by step)
 - `params`: every notebook's parameter checks, behind one call in its check cell (`params.check_parameters`)
@@ -39,6 +39,6 @@ try:
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["checks", "data", "finetune", "hardware", "launch", "measure", "models",
+__all__ = ["checks", "data", "hardware", "launch", "measure", "models",
            "notebook", "platform", "precision", "profile", "results", "resume", "software",
            "text", "xla", "__version__"]
