@@ -69,7 +69,7 @@ def load_work(args: argparse.Namespace):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
     from transformers.utils import logging as transformers_logging
 
-    from freegpu.text import load_text_task
+    from freegpu.data import load_text_task
 
     task = load_text_task("smoke", max_train_samples=args.train_samples)
     tokenizer = AutoTokenizer.from_pretrained(task.model_name)

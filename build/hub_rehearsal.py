@@ -94,7 +94,7 @@ def write_glue(folder: Path, tasks: tuple[str, ...] = ("sst2", "mrpc")) -> Path:
     """`nyu-mll/glue` in its Hub layout, for `tasks`: train, validation and test (labels -1) per task."""
     from datasets import ClassLabel, Dataset, Features, Value
 
-    from freegpu.text import read_corpus
+    from freegpu.data import read_corpus
 
     corpus = read_corpus()
     by_split = {"train": [r for r in corpus if r["split"] == "train"],

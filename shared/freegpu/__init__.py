@@ -4,11 +4,9 @@ Importing it is cheap and works on a bare CPU machine: torch, transformers, data
 inside the functions that need them. Modules, by the notebook that introduces them:
 
 - `platform`, `hardware`, `profile`, `checks`, `results`, `software`: notebook 00 (environment check)
-- `data`, `models`, `launch`: notebook 01 (MNIST migration)
+- `data`, `models`, `launch`: notebook 01 (MNIST migration); `data` also loads notebook 05's text task
 - `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
 - `precision`: notebook 02 (mixed precision)
-- `text`: notebook 05 (BERT fine-tune: the offline review corpus, GLUE from the Hub or a Hub-layout folder); also
-  build/hub_rehearsal.py and build/bench_trainer.py
 - `resume`: `dir_bytes`, a folder's size (notebook 00's disk check, notebook 06's output cap)
 - `notebook`: `begin`, the opening of every notebook (notebook 00 shows what it finds, step by step)
 - `params`: every notebook's parameter checks, behind one call in its check cell (`params.check_parameters`)
@@ -30,7 +28,6 @@ from . import (
     results,
     resume,
     software,
-    text,
     xla,
 )
 
@@ -41,4 +38,4 @@ except PackageNotFoundError:  # imported from a source tree that was never insta
 
 __all__ = ["checks", "data", "hardware", "launch", "measure", "models",
            "notebook", "platform", "precision", "profile", "results", "resume", "software",
-           "text", "xla", "__version__"]
+           "xla", "__version__"]

