@@ -226,3 +226,33 @@ def test_no_import_cycle_in_the_package():
              if name != "__init__"}
     assert cycles(graph) == set(), [sorted(c) for c in cycles(graph)]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {frozenset("abc")}
+
+
+def _served(graph: dict[str, set[str]], roots: set[str]) -> set[str]:
+    """The modules `roots` import, and what those import in turn."""
+    seen, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in graph and name not in seen:
+            seen.add(name)
+            todo += graph[name]
+    return seen
+
+
+def test_no_package_module_serves_one_notebook_alone():
+    """Issue 24: every module of the package is used by two notebooks or more (directly, or through the modules
+    they import). `params/<notebook>.py` are one per notebook by design, all behind `params.check_parameters`."""
+    graph = {name: imports_within(name, tree) - {name, "__init__"} for name, tree in package_modules().items()
+             if name != "__init__"}  # __init__ imports every module: that is not using them
+    users: dict[str, set[str]] = {name: set() for name in graph if not name.startswith("params.")}
+    for notebook in COURSE:
+        lines = [line.strip() for line in code(load(notebook)).split("\n") if line.lstrip().startswith("from freegpu")]
+        tree = ast.parse("\n".join(lines))
+        roots = imports_within("__init__", tree) | {alias.name for node in ast.walk(tree)  # from freegpu import xla
+                                                    if isinstance(node, ast.ImportFrom) and node.module == "freegpu"
+                                                    for alias in node.names}
+        for name in _served(graph, roots) & users.keys():
+            users[name].add(notebook[:2])
+    alone = {name: sorted(by) for name, by in users.items() if len(by) < 2}
+    assert alone == {}, f"modules that serve one notebook alone (or none): {alone}"
+    assert _served({"a": {"b"}, "b": {"c"}, "d": {"a"}}, {"a"}) == {"a", "b"}  # c is not a module here
