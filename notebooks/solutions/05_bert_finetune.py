@@ -40,8 +40,7 @@ def first_lr(ratio):  # the learning rate of the first optimizer step, on a thro
     return schedule.get_last_lr()[0]
 
 
-newest = max((out / "logs" / NOTEBOOK).glob("events.out.tfevents.*"))  # a rerun adds one: ours
-events = EventAccumulator(str(newest))  # what accelerator.log wrote
+events = EventAccumulator(str(out / "logs" / NOTEBOOK))  # what accelerator.log wrote
 events.Reload()
 logged_lrs = [round(event.value, 6) for event in events.Scalars("train/lr")]
 warm_steps = int(warmup_ratio * num_training_steps)
