@@ -32,7 +32,7 @@ def main(report="results.json"):
     # Each process creates its own Accelerator. Without a GPU, cpu=True joins them with gloo;
     # without it each CPU process would train alone, with no error.
     accelerator = Accelerator(mixed_precision="fp16", cpu=not torch.cuda.is_available())
-    set_seed(0)  # the same initial weights in every process
+    set_seed(0)  # reproducible start weights; prepare (DDP) copies rank 0's to every process
     train_set, eval_set = get_data()
     model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 4))
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
@@ -53,6 +53,7 @@ def main(report="results.json"):
             total += loss.detach()  # stays on the device: no wait per step
         losses.append(accelerator.reduce(total, "mean").item() / len(train_loader))
         accelerator.print(f"epoch {epoch}: mean training loss {losses[-1]:.4f}")
+        accelerator.save_state(f"checkpoints/epoch_{epoch}")  # every process calls it (notebook 08)
     model.eval()
     correct = 0
     for x, y in eval_loader:
@@ -73,6 +74,7 @@ def main(report="results.json"):
         with open(report, "w") as f:
             json.dump(results, f, indent=2)
         print(f"{report}: {results}")
+    accelerator.end_training()  # closes the process group before the process exits
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ devices = sorted({str(next(m.parameters()).device) for m in (clipped_plain, clip
 assert clipped_plain_losses != plain_losses[:len(clipped_plain_losses)], "clipping changed nothing"
 if devices == ["cpu"]:  # the same ops in the same order on a CPU: the same bits
     assert not any(clipped_proof.values()), f"not exact with clipping: {clipped_proof}"
-else:  # GPU kernels may round differently (step 3); a TPU trains on XLA, the plain loop on the CPU
+else:  # GPU kernels may round differently (step 3); a TPU session runs both loops on its host CPU
     assert clipped_proof["max_abs_loss_diff"] < 1e-3, f"too far apart: {clipped_proof}"
 print(f"With clipping the losses change; on {devices} the proof gives {clipped_proof}.")
 

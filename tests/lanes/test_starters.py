@@ -149,6 +149,10 @@ def test_kaggle_t4x2_two_launches_two_processes_each(starter):
     printed = outputs(starter.out / record.executed)
     assert any("notebook_launcher(main" in src and "Launching training on 2 CPUs." in text for src, text in printed)
     assert any(src == LAUNCH and "from_script.json: " in text for src, text in printed)
+    # a checkpoint per epoch (both launches write the same folders): model, optimizer, RNG states of each process
+    assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["epoch_0", "epoch_1", "epoch_2"]
+    assert {"model.safetensors", "optimizer.bin", "random_states_1.pkl"} <= {
+        p.name for p in (folder / "checkpoints" / "epoch_2").iterdir()}
 
 
 if HAVE_XLA:
