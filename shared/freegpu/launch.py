@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,20 +179,28 @@ def launched(cmd: Sequence[str], *, cwd: Path | str | None = None, env: dict[str
 
 
 def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = None,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+               env: dict[str, str] | None = None, reports: Sequence[Path | str] = ()) -> subprocess.CompletedProcess:
     """Run `cmd` to the end under the guard and return its output; raise `LaunchError` if it fails or times out.
 
     The error shows the exit status and the last lines of stderr (through `software.redact`), so a failed launch
-    explains itself in its cell without printing a secret.
+    explains itself in its cell without printing a secret. `reports`: files (relative to `cwd`) that the launched
+    processes write as their last act. If the launch fails after every one of them was written during this launch,
+    a process crashed while shutting down, its work done (torch 2.13 with DeepSpeed on gloo does that now and then:
+    "terminate called without an active exception"): then this warns, with the end of stderr, and returns.
     """
-    start = time.monotonic()
+    start, started_at = time.monotonic(), time.time()
     with launched(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             raise LaunchError(tr("{cmd} ran past {timeout:.0f} s and was stopped").format(
                 cmd=" ".join(map(str, cmd)), timeout=timeout)) from None
-    if proc.returncode != 0:
+    written = [Path(cwd or ".", report) for report in reports]
+    if proc.returncode != 0 and written and all(p.is_file() and p.stat().st_mtime >= started_at for p in written):
+        warnings.warn(tr("{cmd} wrote all its reports, then exited with status {code} while shutting down; its "
+                         "results stand. End of its stderr:\n{stderr}").format(
+            cmd=" ".join(map(str, cmd)), code=proc.returncode, stderr=redact(stderr[-600:])), stacklevel=2)
+    elif proc.returncode != 0:
         raise LaunchError(tr("{cmd} exited with status {code} after {seconds:.1f} s; end of its stderr:\n"
                              "{stderr}").format(cmd=" ".join(map(str, cmd)), code=proc.returncode,
                                                 seconds=time.monotonic() - start, stderr=redact(stderr[-3000:])))

@@ -31,7 +31,7 @@ def get_data(n=1024, features=32, classes=4):
 def main(report="results.json", cpu=False):
     # cpu=True joins CPU processes with gloo; without it each CPU process would train alone.
     accelerator = Accelerator(cpu=cpu or not torch.cuda.is_available())
-    set_seed(0)  # the same initial weights in every process
+    set_seed(0)  # reproducible start weights; prepare (DDP) copies rank 0's to every process
     model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 4))
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
     loader = DataLoader(get_data(), batch_size=BATCH_SIZE, shuffle=True)
@@ -40,6 +40,7 @@ def main(report="results.json", cpu=False):
     for _ in range(EPOCHS):
         total = torch.zeros((), device=accelerator.device)
         for x, y in loader:
+            x = x.to(next(model.parameters()).dtype)  # DeepSpeed bf16 casts weights, not inputs
             loss = nn.functional.cross_entropy(model(x), y)
             accelerator.backward(loss)  # DDP averages the gradients over every process
             optimizer.step()

@@ -147,7 +147,8 @@ def test_kaggle_t4x2_two_launches_two_processes_each(starter):
     assert abs(notebook["final_loss"] - script["final_loss"]) <= 1e-6
     assert notebook["eval_accuracy"] == script["eval_accuracy"]
     printed = outputs(starter.out / record.executed)
-    assert any("notebook_launcher(main" in src and "Launching training on 2 CPUs." in text for src, text in printed)
+    assert any("notebook_launcher(train.main" in src and "Launching training on 2 CPUs." in text
+               for src, text in printed)
     assert any(src == LAUNCH and "from_script.json: " in text for src, text in printed)
     # a checkpoint per epoch (both launches write the same folders): model, optimizer, RNG states of each process
     assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == ["epoch_0", "epoch_1", "epoch_2"]

@@ -332,3 +332,18 @@ def test_launcher_branch_knows_torch_xla_sets_pjrt_device_on_a_tpu_vm():
     if xla_root is not None:  # the XLA lane's torch_xla, read where it is installed (the main lane has none)
         runtime = (xla_root / "runtime.py").read_text()
         assert "tpu.num_available_chips() > 0" in runtime and "os.environ[xenv.PJRT_DEVICE] = 'TPU'" in runtime
+
+
+def test_run_launch_takes_a_crash_after_every_report_as_done_and_a_crash_before_as_a_failure(tmp_path):
+    """07's DeepSpeed launches: a rank that aborts while shutting down, after its report, leaves the work done
+    (a warning, and the launch returns); an abort with no fresh report fails, even when an old report is there."""
+    write_then_abort = [sys.executable, "-c",
+                        "import os, pathlib; pathlib.Path('r.json').write_text('{}'); os.abort()"]
+    with pytest.warns(UserWarning, match="wrote all its reports"):
+        done = launch.run_launch(write_then_abort, timeout=60, cwd=tmp_path, reports=["r.json"])
+    assert done.returncode != 0
+    abort_only = [sys.executable, "-c", "import os; os.abort()"]
+    with pytest.raises(launch.LaunchError, match="exited with status"):  # r.json is from the launch before
+        launch.run_launch(abort_only, timeout=60, cwd=tmp_path, reports=["r.json"])
+    with pytest.raises(launch.LaunchError, match="exited with status"):
+        launch.run_launch(abort_only, timeout=60, cwd=tmp_path)
