@@ -186,7 +186,7 @@ def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = N
     explains itself in its cell without printing a secret. `reports`: files (relative to `cwd`) that the launched
     processes write as their last act. If the launch fails after every one of them was written during this launch,
     a process crashed while shutting down, its work done (torch 2.13 with DeepSpeed on gloo does that now and then:
-    "terminate called without an active exception"): then this warns, with the end of stderr, and returns.
+    "terminate called without an active exception"): then this warns (stderr is in the result) and returns.
     """
     start, started_at = time.monotonic(), time.time()
     with launched(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
@@ -198,8 +198,7 @@ def run_launch(cmd: Sequence[str], *, timeout: float, cwd: Path | str | None = N
     written = [Path(cwd or ".", report) for report in reports]
     if proc.returncode != 0 and written and all(p.is_file() and p.stat().st_mtime >= started_at for p in written):
         warnings.warn(tr("{cmd} wrote all its reports, then exited with status {code} while shutting down; its "
-                         "results stand. End of its stderr:\n{stderr}").format(
-            cmd=" ".join(map(str, cmd)), code=proc.returncode, stderr=redact(stderr[-600:])), stacklevel=2)
+                         "results stand.").format(cmd=" ".join(map(str, cmd)), code=proc.returncode), stacklevel=2)
     elif proc.returncode != 0:
         raise LaunchError(tr("{cmd} exited with status {code} after {seconds:.1f} s; end of its stderr:\n"
                              "{stderr}").format(cmd=" ".join(map(str, cmd)), code=proc.returncode,
