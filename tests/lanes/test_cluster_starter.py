@@ -92,11 +92,13 @@ def test_real_slurm_two_nodes(slurm, tmp_path):
     for _ in range(240):
         state = subprocess.run(["scontrol", "-o", "show", "job", job], env=env, capture_output=True,
                                text=True).stdout
-        if "JobState=PENDING" not in state and "JobState=RUNNING" not in state:
-            break
+        if not any(f"JobState={busy}" in state for busy in ("PENDING", "RUNNING", "COMPLETING")):
+            break  # COMPLETING: the steps ended, SLURM still cleans up; COMPLETED comes next
         time.sleep(0.5)
     job_out = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
-    assert "JobState=COMPLETED" in state and "ExitCode=0:0" in state, state + job_out[-3000:]
+    if "JobState=" in state:  # MinJobAge=4: on a busy machine the record can be gone before this poll reads it;
+        assert "JobState=COMPLETED" in state and "ExitCode=0:0" in state, state + job_out[-3000:]
+    # then the two ranks' reports below are the evidence
     rows = ranks(report)
     assert [r["rank"] for r in rows] == [0, 1] and {r["world"] for r in rows} == {2}, job_out[-3000:]
     assert [r["local_rank"] for r in rows] == [0, 0]  # one process per node
