@@ -345,11 +345,8 @@ def translate_code(source: str, translate: Callable[[str], str]) -> str:
     """The code cell with every unit replaced by `translate(unit)`; the code itself unchanged."""
     if is_shell_script(source):
         head, body = split_magic(source)
-        lines = body.split("\n")
-        for row, col, end_col, english in reversed(shell_comments(body)):
-            chinese = translate(english)
-            lines[row - 1] = lines[row - 1][:col] + "# " + chinese + lines[row - 1][end_col:]
-        return head + "\n".join(lines)
+        return head + _apply(body.split("\n"), [(row, col, row, end_col, "# " + translate(english))
+                                                for row, col, end_col, english in shell_comments(body)])
     if not is_python(source):
         return source
     head, body = split_magic(source)
@@ -372,9 +369,7 @@ def translate_code(source: str, translate: Callable[[str], str]) -> str:
         parsed = ast.parse(f"({literal})", mode="eval").body
         if not _is_text(parsed) or _template(parsed) != chinese:
             raise TranslationError(f"the translation of {english!r} does not make a string literal: {literal}")
-        start = (node.lineno, _char_col(lines[node.lineno - 1], node.col_offset))
-        end = (node.end_lineno, _char_col(lines[node.end_lineno - 1], node.end_col_offset))
-        edits.append((*start, *end, literal))
+        edits.append(_replacing(node, lines, literal))
     for node in docstrings(tree):
         chinese = translate(node.value)
         if chinese == node.value:
@@ -383,16 +378,25 @@ def translate_code(source: str, translate: Callable[[str], str]) -> str:
         if rule_breaks("docstring", node.value, chinese) or ast.literal_eval(literal) != chinese:
             raise TranslationError(f"the translation of the docstring {node.value[:60]!r} cannot replace it: "
                                    f"{chinese[:60]!r}")
-        start = (node.lineno, _char_col(lines[node.lineno - 1], node.col_offset))
-        end = (node.end_lineno, _char_col(lines[node.end_lineno - 1], node.end_col_offset))
-        edits.append((*start, *end, literal))
+        edits.append(_replacing(node, lines, literal))
     for row, col, end_col, english in comments(masked):
         chinese = translate(english)
         if chinese != english:
             edits.append((row, col, row, end_col, "# " + chinese))
+    return head + _apply(lines, edits)
+
+
+def _replacing(node: ast.AST, lines: list[str], new: str) -> tuple[int, int, int, int, str]:
+    """The edit that puts `new` where `node` is written: (row, col, end row, end col) in characters, new text."""
+    return (node.lineno, _char_col(lines[node.lineno - 1], node.col_offset),
+            node.end_lineno, _char_col(lines[node.end_lineno - 1], node.end_col_offset), new)
+
+
+def _apply(lines: list[str], edits: list[tuple[int, int, int, int, str]]) -> str:
+    """`lines` with each edit made, the last first, so that no edit moves another; joined back into text."""
     for row, col, end_row, end_col, new in sorted(edits, reverse=True):
         lines[row - 1: end_row] = [lines[row - 1][:col] + new + lines[end_row - 1][end_col:]]
-    return head + "\n".join(lines)
+    return "\n".join(lines)
 
 
 def set_language(source: str, language: str = LANGUAGE) -> str:

@@ -88,8 +88,13 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_di
                  else tr("the Hugging Face Hub"))
         return ImageData(_tensors(*split["train"]), _tensors(*split["test"]), split["train"][0].shape[1], 10,
                          tr("{hub_id} from {where} (28x28)").format(hub_id=MNIST_HUB_ID, where=where))
-    raise ValueError(tr("profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' "
-                        "first)").format(profile=profile))
+    raise _profile_error(profile)
+
+
+def _profile_error(profile: str) -> ValueError:
+    return ValueError(tr("profile={profile!r} is not allowed here; choose 'smoke' or 'full' (resolve 'auto' "
+                         "first)").format(profile=profile))
+
 
 CORPUS = "corpus/reviews.jsonl"  # inside the freegpu package
 FULL_MODEL = "bert-base-uncased"
@@ -182,8 +187,7 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
         model_id = model
         learning_rate = 3e-5  # the middle of the BERT paper's {2e-5, 3e-5, 5e-5}
     else:
-        raise ValueError(tr("profile must be 'smoke' or 'full' here, not {profile!r} (resolve 'auto' "
-                            "first)").format(profile=profile))
+        raise _profile_error(profile)
     train, eval_, text_fields, label_names = task_data
     if max_train_samples:
         train = train.select(range(min(max_train_samples, len(train))))

@@ -3,7 +3,7 @@
 import the course package `freegpu`, and asserted on the results file each one writes.
 
 - colab_one_gpu: one process, `Accelerator(mixed_precision="fp16")`; on a CPU fp16 does nothing (no loss scaler).
-- kaggle_t4x2: `train.py` launched by `notebook_launcher(main, num_processes=2)` and by
+- kaggle_t4x2: `train.py` launched by `notebook_launcher(train.main, num_processes=2)` and by
   `!accelerate launch --config_file t4x2.yaml train.py`: two CPU processes joined with gloo (MULTI_CPU) each time.
 - kaggle_tpu_v5e8: in the XLA lane (`make test-xla`: torch_xla, PJRT_DEVICE=CPU) on XLA's CPU backend; in the main
   lane, where torch_xla is not installed, on the plain CPU (the same code, no XLA).

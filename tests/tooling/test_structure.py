@@ -14,7 +14,7 @@ import pytest
 from conftest import NOTEBOOK_DIR, NOTEBOOK_NAMES, ROOT
 
 import freegpu
-from build import sync_notebooks
+from build import i18n, sync_notebooks
 
 COURSE = ["00_environment_check", "01_mnist_migration", "02_mixed_precision", "03_memory_tricks",
           "04_tpu_data_loaders", "05_bert_finetune", "06_kaggle_commit_workflow",
@@ -163,9 +163,7 @@ def package_modules() -> dict[str, ast.Module]:
 
 def reads_checkout(tree: ast.Module) -> list[str]:
     """String constants (docstrings aside) that name a folder of the course checkout: on Colab none exists."""
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef) and node.body
-                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = {id(node) for node in i18n.docstrings(tree, english=False)}
     return [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
             and id(node) not in docstrings and (node.value in CHECKOUT_PARTS or any(
                 f"{part}/" in node.value for part in ("notebooks", "platforms", "build/out")))]
