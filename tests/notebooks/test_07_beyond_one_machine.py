@@ -24,17 +24,31 @@ UNDER_SLURM = not MISSING and os.geteuid() == 0  # the scratch cluster can start
 
 
 @pytest.fixture(scope="module")
-def notebook_run(executed, course_out, request, tmp_path_factory):
-    """07 run once for this module: under the scratch SLURM cluster where it starts, else the session's run."""
-    if not UNDER_SLURM:
-        record, results = executed(NAME)
-        return record, results, course_out / "results" / NAME
-    env, _ = request.getfixturevalue("slurm")
-    # sbatch and the kernel read SLURM_CONF; MAIN_IP: the scratch nodes' names (node1, node2) do not resolve.
-    run = run_once(tmp_path_factory.mktemp("course_slurm"), label="under SLURM: ",
-                   env={"SLURM_CONF": env["SLURM_CONF"], "MAIN_IP": "127.0.0.1"})
+def notebook_run(request, tmp_path_factory):
+    """07 run once for this module with profile="full", under the scratch SLURM cluster where it starts.
+
+    07's full profile runs the same CPU processes as its smoke one, so this one run is both the learner's-path run
+    (test_full_profile makes it for the other notebooks) and the run every step's test reads; the session's shared
+    smoke run is the one without a controller (test_07_shared_run_says_slurm_did_not_run)."""
+    env = {}
+    if UNDER_SLURM:  # sbatch and the kernel read SLURM_CONF; MAIN_IP: the scratch nodes' names do not resolve
+        slurm_env, _ = request.getfixturevalue("slurm")
+        env = {"SLURM_CONF": slurm_env["SLURM_CONF"], "MAIN_IP": "127.0.0.1"}
+    run = run_once(tmp_path_factory.mktemp("course_07"), parameters=lambda name: {"profile": "full"},
+                   solutions=False, label="full profile" + (" under SLURM: " if UNDER_SLURM else ": "), env=env)
     record, results = run(NAME)
     return record, results, run.out / "results" / NAME
+
+
+@pytest.mark.notebook
+def test_07_full_profile_runs_the_same_cpu_processes(notebook_run):
+    """The learner's path for 07: profile="full" (07 reads no data) runs every step to the end, headless on the CPU."""
+    record, r, out = notebook_run
+    assert r["profile"] == "full" and r["parameters"]["profile"] == "full"
+    assert r["device"] == "cpu" and r["platform"] == "headless"
+    printed = "".join("".join(o.get("text", "")) for c in nbformat.read(out.parents[1] / record.executed, 4).cells
+                      if c.cell_type == "code" for o in c.outputs)
+    assert "Traceback" not in printed
 
 
 @pytest.mark.notebook
