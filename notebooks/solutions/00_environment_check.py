@@ -4,9 +4,9 @@
 # %% Exercise 1
 v100 = "Tesla V100-SXM2-16GB, 16384, 7.0, 550.54"  # name, memory MiB, compute capability, driver
 four = hardware.recommend(hardware.detect_hardware(nvidia_smi="\n".join([v100] * 4), topology=""))
-here_workers, _ = hardware.dataloader_workers(hw.logical_cpus, 4)  # this machine's CPUs
+here_workers = hardware.dataloader_workers(hw.logical_cpus, 4)  # this machine's CPUs
 assert (four.mixed_precision, four.num_processes) == ("fp16", 4), four
-assert four.num_workers == here_workers, four.reasons["num_workers"]
+assert four.num_workers == here_workers, (four.num_workers, here_workers)
 print(f"Four V100s: mixed_precision={four.mixed_precision!r} (7.0 has fp16 tensor cores, "
       f"no bf16 ones), num_processes={four.num_processes}. num_workers={four.num_workers} comes "
       f"from this machine's {hw.logical_cpus} CPUs, not the V100 box's: run step 5 there.")

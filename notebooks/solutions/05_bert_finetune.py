@@ -65,5 +65,6 @@ shards = [BatchSamplerShard(eval_batches, 2, rank) for rank in range(2)]
 per_process = [sum(len(batch) for batch in shard) for shard in shards]
 assert branch.name == "multi_gpu" and branch.processes == 2, branch
 assert sum(per_process) >= len(eval_tokenized) == after["count"], "gather keeps the repeats"
-print(f"Kaggle T4 x2: {branch.description}\nThe processes score {per_process} examples: plain "
-      f"gather returns {sum(per_process)}, gather_for_metrics {len(eval_tokenized)}.")
+print(f"Kaggle T4 x2: {branch.name}, {branch.processes} processes.\n"
+      f"The processes score {per_process} examples: plain gather returns {sum(per_process)}, "
+      f"gather_for_metrics {len(eval_tokenized)}.")

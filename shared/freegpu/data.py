@@ -34,7 +34,7 @@ class ImageData:
         eval (`torch.utils.data.TensorDataset`): the same, for evaluation.
         num_features (`int`): pixels per image (64 for the 8x8 digits, 784 for 28x28 MNIST).
         num_classes (`int`): 10.
-        source (`str`): where the data came from.
+        source (`str`): where the data came from: the loader or the Hub id, the image size, and `data_dir` if given.
     """
 
     train: object
@@ -72,7 +72,7 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_di
         n_eval = int(len(labels) * eval_fraction)
         eval_idx, train_idx = order[:n_eval], order[n_eval:]
         return ImageData(_tensors(images[train_idx], labels[train_idx]), _tensors(images[eval_idx], labels[eval_idx]),
-                         images.shape[1], 10, tr("sklearn.datasets.load_digits (8x8, offline)"))
+                         images.shape[1], 10, "sklearn.datasets.load_digits 8x8")
     if profile == "full":
         from datasets import load_dataset
 
@@ -84,10 +84,8 @@ def load_mnist(profile: str, seed: int = 42, eval_fraction: float = 0.2, data_di
             batch = mnist[name].with_format("numpy")[:]
             images = np.asarray(batch["image"], dtype=np.float32)
             split[name] = (images.reshape(len(images), -1) / 255.0, np.asarray(batch["label"]))
-        where = (tr("the folder data_dir={data_dir!r}").format(data_dir=data_dir) if data_dir
-                 else tr("the Hugging Face Hub"))
         return ImageData(_tensors(*split["train"]), _tensors(*split["test"]), split["train"][0].shape[1], 10,
-                         tr("{hub_id} from {where} (28x28)").format(hub_id=MNIST_HUB_ID, where=where))
+                         f"{MNIST_HUB_ID} 28x28" + (f", data_dir={data_dir!r}" if data_dir else ""))
     raise _profile_error(profile)
 
 
@@ -116,7 +114,7 @@ class TextTask:
         label_names (`tuple[str, ...]`): label `i` is called `label_names[i]`.
         model_name (`str`): a Hub id or a local folder for `from_pretrained`.
         learning_rate (`float`): a peak AdamW learning rate that works for this model and data.
-        source (`str`): where the data and the model came from.
+        source (`str`): where the data and the model came from (`data_dir` if given; eval is GLUE's validation split).
         model_id (`str`): the model's name to print and record: a Hub id, or the package that ships the smoke
             model (never a folder of this machine, unless you passed one as `model_name`).
     """
@@ -169,7 +167,7 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
         train, eval_ = ([{"text": r["text"], "label": r["label"]} for r in rows if r["split"] == name]
                         for name in ("train", "test"))
         task_data = (Dataset.from_list(train), Dataset.from_list(eval_), ("text",), ("negative", "positive"))
-        source = tr("freegpu/{corpus} (course reviews, offline)").format(corpus=CORPUS)
+        source = f"freegpu/{CORPUS}"
         model = model_name or smoke_model_path()
         model_id = model_name or SMOKE_MODEL_ID
         learning_rate = 2e-4  # a small model, 160 examples and 30 steps: 5e-5 barely moves it
@@ -179,10 +177,7 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
         keep = [*text_fields, "label"]  # GLUE's `idx` column would reach the model as an argument
         task_data = (data["train"].select_columns(keep), data["validation"].select_columns(keep), text_fields,
                      label_names)
-        where = (tr("the folder data_dir={data_dir!r}").format(data_dir=data_dir) if data_dir
-                 else tr("the Hugging Face Hub"))
-        source = tr("GLUE {task} ({hub_id}) from {where} (eval: its validation split)").format(
-            task=task, hub_id=GLUE_HUB_ID, where=where)
+        source = f"{GLUE_HUB_ID} {task}" + (f", data_dir={data_dir!r}" if data_dir else "")
         model = model_name or FULL_MODEL
         model_id = model
         learning_rate = 3e-5  # the middle of the BERT paper's {2e-5, 3e-5, 5e-5}
@@ -192,7 +187,7 @@ def load_text_task(profile: str, task: str = "sst2", model_name: str = "",
     if max_train_samples:
         train = train.select(range(min(max_train_samples, len(train))))
     return TextTask(train, eval_, text_fields, label_names, model, learning_rate,
-                    tr("{source}; model {model_id}").format(source=source, model_id=model_id),
+                    f"{source}; model {model_id}",
                     model_id)
 
 

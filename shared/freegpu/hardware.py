@@ -14,9 +14,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
-
-from .i18n import tr
+from dataclasses import dataclass
 
 __all__ = [
     "FREE_GPUS",
@@ -90,12 +88,11 @@ class HardwareInfo:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """Settings derived from `HardwareInfo`, each with the reason for it."""
+    """Settings derived from `HardwareInfo` (the rules: `recommend`'s docstring; notebook 00 prints why)."""
 
     mixed_precision: str
     num_processes: int
     num_workers: int
-    reasons: dict[str, str] = field(default_factory=dict)
 
 
 def parse_nvidia_smi(text: str) -> tuple[GpuInfo, ...]:
@@ -159,8 +156,8 @@ def detect_hardware(environ: dict[str, str] | None = None, nvidia_smi: str | Non
     )
 
 
-def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, str]:
-    """DataLoader workers per training process for CPU-heavy loading, and why (00 recommends it, 04 measures it).
+def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> int:
+    """DataLoader workers per training process for CPU-heavy loading (00 recommends it, 04 measures it).
 
     The cores are split between the training processes; each process gives all of its share to workers when that
     is at least two cores. With one core per process a worker would share that core with the loop, so the rule
@@ -169,40 +166,28 @@ def dataloader_workers(logical_cpus: int, num_processes: int = 1) -> tuple[int, 
     training step. The articles' "4 x cores" starts processes that only queue for the same cores.
     """
     per_process = max(1, logical_cpus // max(1, num_processes))
-    why = tr("{cpus} CPUs / {num_processes} process(es) = {per_process} per process").format(
-        cpus=logical_cpus, num_processes=num_processes, per_process=per_process)
-    if per_process >= 2:
-        return per_process, tr("{why}, so {per_process} DataLoader workers per process (one per core).").format(
-            why=why, per_process=per_process)
-    return 0, tr("{why}, fewer than 2, so num_workers=0: a worker would share the one core with the loop "
-                 "(notebook 04 measured this without a model step; measure with yours).").format(why=why)
+    return per_process if per_process >= 2 else 0
 
 
 def recommend(hw: HardwareInfo) -> Recommendation:
-    """Mixed precision, processes and DataLoader workers for this hardware, with reasons (00; 02 and 05 use it)."""
+    """Mixed precision, processes and DataLoader workers for this hardware (00; 02 and 05 use it).
+
+    - TPU: fp32 (`"no"`), one process per chip. Accelerate's bf16 on a TPU stores the weights in bf16, where small
+      updates round away; at XLA's default precision a TPU multiplies fp32 matrices in bf16 anyway.
+    - GPU: the tensor cores of the oldest GPU decide. Compute capability >= 8.0 (Ampere): bf16 tensor cores, no
+      loss scaling. 7.x (Volta, Turing: the T4): fp16 tensor cores, no bf16 ones. Below 7.0: no tensor cores,
+      `"no"`. One process per GPU.
+    - CPU: `"no"`, one process (several CPU processes share the same cores). Accelerate's fp16 does nothing on a
+      CPU; whether bf16 autocast is faster depends on the CPU (AVX512-BF16, AMX): time it on yours.
+    - Workers: `dataloader_workers(cpus, processes)`.
+    """
     procs = max(hw.tpu.chips, 1) if hw.device_kind == "tpu" else max(len(hw.gpus), 1)
     caps = [gpu.compute_capability for gpu in hw.gpus]
-    if hw.device_kind == "tpu":
-        # Accelerate's bf16 on a TPU sets XLA_USE_BF16=1 (accelerate/state.py, AcceleratorState.__init__; pinned
-        # by tests/package/test_tpu_facts.py): weights and AdamW state stored in bf16 (notebook 05). At XLA's default
-        # matmul precision a TPU already rounds fp32 inputs to bf16 before multiplying (torch_xla/backends/__init__.py,
-        # set_mat_mul_precision's docstring: "default ... downcasting an FP32 to BF16 before multiplying").
-        precision, why = "no", tr("TPU: fp32, since Accelerate's bf16 on a TPU stores the weights in bf16, where "
-                                  "small updates round away; at XLA's default precision a TPU multiplies fp32 "
-                                  "matrices in bf16 anyway.")
-        per = tr("one process per TPU chip ({procs}).")
-    elif caps:  # the tensor cores of the oldest GPU decide: Volta (7.0) has fp16 ones, Ampere (8.0) bf16 too
-        precision, why = (("bf16", tr("compute capability >= 8.0: bf16 tensor cores, no loss scaling needed."))
-                          if min(caps) >= (8, 0) else
-                          ("fp16", tr("compute capability 7.x: fp16 tensor cores but no bf16 ones."))
-                          if min(caps) >= (7, 0) else
-                          ("no", tr("compute capability < 7.0: no tensor cores, mixed precision gains little.")))
-        per = tr("one process per GPU ({procs}).")
-    else:
-        # fp16 on a CPU: no autocast, no GradScaler (accelerate/accelerator.py; tests/package/test_hardware.py)
-        precision, why = "no", tr("CPU: Accelerate's fp16 does nothing here; whether bf16 autocast is faster "
-                                  "depends on the CPU (AVX512-BF16, AMX): time it on yours.")
-        per = tr("one process: several CPU processes share the same cores.")
-    workers, workers_why = dataloader_workers(hw.logical_cpus, procs)
-    reasons = {"mixed_precision": why, "num_processes": per.format(procs=procs), "num_workers": workers_why}
-    return Recommendation(precision, procs, workers, reasons)
+    # TPU: Accelerate's bf16 sets XLA_USE_BF16=1 (accelerate/state.py, AcceleratorState.__init__; pinned by
+    # tests/package/test_tpu_facts.py). XLA's default matmul precision rounds fp32 inputs to bf16
+    # (torch_xla/backends/__init__.py, set_mat_mul_precision's docstring). CPU: fp16 gets no autocast and no
+    # GradScaler (accelerate/accelerator.py; tests/package/test_hardware.py).
+    precision = "no"
+    if hw.device_kind != "tpu" and caps:
+        precision = "bf16" if min(caps) >= (8, 0) else "fp16" if min(caps) >= (7, 0) else "no"
+    return Recommendation(precision, procs, dataloader_workers(hw.logical_cpus, procs))

@@ -254,7 +254,6 @@ class LauncherBranch:
     name: str  # "tpu" | "colab_in_process" | "multi_gpu" | "multi_cpu" | "single_process"
     processes: int  # how many processes will run the function (0: one per TPU chip, chosen by torch_xla)
     in_process: bool  # the function runs in the notebook's own process: no fork, nothing distributed
-    description: str  # what will happen, in one sentence for the notebook to print
 
 
 def _ipython_shell() -> str:
@@ -279,29 +278,17 @@ def launcher_branch(num_processes: int, gpu_count: int, environ: Mapping[str, st
     in_colab = not in_kaggle and "google.colab" in shell
     pjrt = env.get("PJRT_DEVICE", "TPU" if env.get("TPU_ACCELERATOR_TYPE") else "")
     if (in_colab or in_kaggle) and (env.get("TPU_NAME") is not None or pjrt == "TPU"):
-        return LauncherBranch("tpu", 0, False, tr("TPU: xmp.spawn forks one process per TPU chip and ignores "
-                                                  "num_processes; each one must create its own Accelerator."))
+        return LauncherBranch("tpu", 0, False)  # xmp.spawn: one process per chip, each its own Accelerator
     if in_colab and gpu_count < 2:
-        device = tr("one GPU") if gpu_count else tr("the CPU")
-        return LauncherBranch("colab_in_process", 1, True, tr(
-            "Colab with {device}: notebook_launcher ignores num_processes={num_processes} and calls the function "
-            "once, in this notebook's own process; nothing is forked and nothing is distributed.").format(
-            device=device, num_processes=num_processes))
+        return LauncherBranch("colab_in_process", 1, True)  # num_processes ignored: the function runs once, here
     if num_processes > 1 and gpu_count > 0:
-        return LauncherBranch("multi_gpu", num_processes, False, tr(
-            "{gpu_count} GPU(s): notebook_launcher forks {num_processes} processes, one per GPU, and they join with "
-            "NCCL (MULTI_GPU), provided this notebook has not touched CUDA before the launch.").format(
-            gpu_count=gpu_count, num_processes=num_processes))
+        return LauncherBranch("multi_gpu", num_processes, False)  # NCCL, if the kernel has not touched CUDA
     if num_processes > 1:
-        # accelerate/state.py: ACCELERATE_USE_CPU=1 sets cpu=True; _prepare_backend picks XLA before it reads cpu,
-        # and MPI over gloo where torch was built with it (pinned by tests/package/test_tpu_facts.py,
-        # test_checks_launch.py)
-        return LauncherBranch("multi_cpu", num_processes, False, tr(
-            "no GPU: notebook_launcher forks {num_processes} CPU processes; they join with gloo (MULTI_CPU; MPI if "
-            "torch has it) only if each creates Accelerator(cpu=True) or ACCELERATE_USE_CPU=1 is set. Where "
-            "torch_xla imports, each becomes an XLA process instead.").format(num_processes=num_processes))
-    return LauncherBranch("single_process", 1, True, tr("num_processes=1: notebook_launcher calls the function once, "
-                                                        "in this notebook's own process."))
+        # gloo (MULTI_CPU) only with Accelerator(cpu=True) or ACCELERATE_USE_CPU=1 in each process: accelerate/state.py
+        # sets cpu=True from ACCELERATE_USE_CPU; _prepare_backend picks XLA before it reads cpu, and MPI over gloo
+        # where torch was built with it (pinned by tests/package/test_tpu_facts.py, test_checks_launch.py)
+        return LauncherBranch("multi_cpu", num_processes, False)
+    return LauncherBranch("single_process", 1, True)
 
 
 def read_reports(report_dir: Path | str, expected: int, launcher_log: str = "") -> list[dict]:

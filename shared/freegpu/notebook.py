@@ -16,12 +16,11 @@ __all__ = ["Setup", "begin"]
 
 
 class Setup(NamedTuple):
-    """What `begin` found; unpack it as `info, hw, resolved_profile, profile_reason, out = begin(...)`."""
+    """What `begin` found; unpack it as `info, hw, resolved_profile, out = begin(...)`."""
 
     info: PlatformInfo
     hw: HardwareInfo
     profile: str
-    profile_reason: str
     output_dir: Path
 
 
@@ -33,7 +32,7 @@ def begin(notebook: str, profile: str, output_dir: str, sources: dict[str, str] 
     Hub is unreachable fails here, before any download starts; folders need no network.
     """
     info, hw = detect_platform(), detect_hardware()
-    resolved, reason = resolve_profile(profile, hw.device_kind)
+    resolved = resolve_profile(profile, hw.device_kind)
     if resolved == "full" and hub_ids(sources or {}):
         require_hub(resolved, has_internet(), sources)
-    return Setup(info, hw, resolved, reason, resolve_output_dir(output_dir, notebook, info))
+    return Setup(info, hw, resolved, resolve_output_dir(output_dir, notebook, info))

@@ -14,8 +14,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .i18n import tr
-
 __all__ = [
     "PlatformInfo",
     "PlatformDirs",
@@ -73,7 +71,6 @@ class PlatformDirs:
         scratch_dir (`Path`): fast space that is not kept.
         working_persists (`bool`): whether `working_dir` survives the end of the session.
         output_budget_bytes (`int | None`): cap on what `working_dir` may hold, where the platform sets one.
-        note (`str`): what a learner must know about these folders.
     """
 
     input_dir: Path
@@ -81,7 +78,6 @@ class PlatformDirs:
     scratch_dir: Path
     working_persists: bool
     output_budget_bytes: int | None
-    note: str
 
 
 def _in_kernel() -> bool:
@@ -119,14 +115,12 @@ def detect_platform(environ: dict[str, str] | None = None) -> PlatformInfo:
         batch = run_type.lower() == "batch"
         return PlatformInfo("kaggle", batch, not batch, f"KAGGLE_KERNEL_RUN_TYPE={run_type}")
     if not _in_kernel():
-        return PlatformInfo("script", False, False, tr("no IPython kernel"))
+        return PlatformInfo("script", False, False, "get_ipython() is None")
     if "JPY_SESSION_NAME" in env or "VSCODE_PID" in env:
-        return PlatformInfo("jupyter", False, True, tr("kernel started by a Jupyter server or VS Code"))
+        return PlatformInfo("jupyter", False, True, "JPY_SESSION_NAME" if "JPY_SESSION_NAME" in env else "VSCODE_PID")
     parent = _parent_command()
     hit = next((p for p in _HEADLESS_PARENTS if p in parent), None)
-    evidence = (tr("kernel started by {parent}").format(parent=hit) if hit
-                else tr("kernel with no Jupyter server session"))
-    return PlatformInfo("headless", False, False, evidence)
+    return PlatformInfo("headless", False, False, f"parent process: {hit}" if hit else "no JPY_SESSION_NAME")
 
 
 def platform_dirs(info: PlatformInfo) -> PlatformDirs:
@@ -134,22 +128,13 @@ def platform_dirs(info: PlatformInfo) -> PlatformDirs:
     import tempfile
 
     if info.name == "kaggle":
-        return PlatformDirs(
-            _KAGGLE_INPUT, _KAGGLE_WORKING, _KAGGLE_TEMP, True, KAGGLE_OUTPUT_BUDGET_BYTES,
-            tr("/kaggle/input is read-only; /kaggle/working is saved with a version (20 GB cap); "
-               "/kaggle/temp is lost when the session ends."),
-        )
+        return PlatformDirs(_KAGGLE_INPUT, _KAGGLE_WORKING, _KAGGLE_TEMP, True, KAGGLE_OUTPUT_BUDGET_BYTES)
     if info.name == "colab":
         drive = _COLAB_DRIVE.is_dir()
-        return PlatformDirs(
-            _COLAB_CONTENT, _COLAB_DRIVE / "freegpu" if drive else _COLAB_CONTENT, Path(tempfile.gettempdir()),
-            drive, None,
-            tr("Google Drive is mounted: outputs survive the runtime.") if drive else
-            tr("/content is wiped when the runtime is recycled; mount Google Drive to keep outputs."),
-        )
+        return PlatformDirs(_COLAB_CONTENT, _COLAB_DRIVE / "freegpu" if drive else _COLAB_CONTENT,
+                            Path(tempfile.gettempdir()), drive, None)  # /content goes with the runtime
     cwd = Path.cwd()
-    return PlatformDirs(cwd, cwd / "outputs", Path(tempfile.gettempdir()), True, None,
-                        tr("Local disk: outputs stay until you delete them."))
+    return PlatformDirs(cwd, cwd / "outputs", Path(tempfile.gettempdir()), True, None)
 
 
 def resolve_output_dir(output_dir: str, notebook: str, info: PlatformInfo | None = None) -> Path:

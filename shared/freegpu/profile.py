@@ -13,18 +13,16 @@ __all__ = ["PROFILES", "resolve_profile", "hub_ids", "require_hub"]
 PROFILES = ("auto", "smoke", "full")
 
 
-def resolve_profile(profile: str, device_kind: str) -> tuple[str, str]:
-    """Turn `auto` into `full` (a GPU or TPU is here) or `smoke` (CPU only); return it with the reason.
+def resolve_profile(profile: str, device_kind: str) -> str:
+    """Turn `auto` into `full` (a GPU or TPU is here: real data, real model) or `smoke` (CPU only: tiny offline
+    data, seconds per notebook); `smoke` and `full` stay as they are.
 
     Introduced in notebook 00.
     """
     check_choice("profile", profile, PROFILES)
     if profile != "auto":
-        return profile, tr("profile={profile!r} was asked for").format(profile=profile)
-    if device_kind in ("cuda", "tpu"):
-        return "full", tr("profile='auto' and a {device} is present: real data, real model").format(
-            device=device_kind.upper())
-    return "smoke", tr("profile='auto' on a CPU-only machine: tiny offline data, seconds per notebook")
+        return profile
+    return "full" if device_kind in ("cuda", "tpu") else "smoke"
 
 
 def hub_ids(sources: dict[str, str]) -> dict[str, str]:

@@ -10,8 +10,6 @@ import importlib.metadata
 import importlib.util
 import os
 
-from .i18n import tr
-
 __all__ = ["is_installed", "xla_status"]
 
 
@@ -20,20 +18,16 @@ def is_installed() -> bool:
     return importlib.util.find_spec("torch_xla") is not None
 
 
-def xla_status() -> tuple[bool, str]:
-    """Whether torch_xla can be used here, and why (not); it reads `PJRT_DEVICE` and changes nothing.
+def xla_status() -> tuple[bool, str | None, str | None]:
+    """Whether torch_xla can be used here, its version and `PJRT_DEVICE`; it reads them and changes nothing.
+
+    Usable needs both: torch_xla installed (it pairs with one torch release, 2.9.0 with 2.9.0: a TPU runtime on
+    Colab/Kaggle has it, here `make test-xla` builds it) and `PJRT_DEVICE` set (TPU, CPU or CUDA).
 
     Notebook 04 sets `PJRT_DEVICE` itself, in plain sight, before anything imports torch_xla: `TPU` on a TPU
     (`notebook_launcher` needs it to detect one), `CPU` for XLA's CPU backend. Its compile and transfer counts
     are read in the notebook with `torch_xla.debug.metrics.metric_data`.
     """
-    if not is_installed():
-        return False, tr("torch_xla is not installed in this environment. It pairs with one torch release "
-                         "(torch_xla 2.9.0 with torch 2.9.0): use a TPU runtime on Colab/Kaggle, or `make "
-                         "test-xla`.")
-    version = importlib.metadata.version("torch_xla")
-    device = os.environ.get("PJRT_DEVICE")
-    if not device:
-        return False, tr("torch_xla {version} is installed, but PJRT_DEVICE is not set (TPU, CPU or CUDA)").format(
-            version=version)
-    return True, tr("torch_xla {version} with PJRT_DEVICE={device}").format(version=version, device=device)
+    version = importlib.metadata.version("torch_xla") if is_installed() else None
+    device = os.environ.get("PJRT_DEVICE") or None
+    return bool(version and device), version, device

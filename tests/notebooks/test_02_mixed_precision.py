@@ -69,21 +69,21 @@ def measured_mode(hw: HardwareInfo) -> tuple[str, bool]:
 
 def test_pick_mixed_precision_turns_cpu_fp16_into_no_with_a_warning():
     choice = pick_mixed_precision(cpu(), "fp16")
-    assert choice.mode == "no" and "does nothing on a CPU" in choice.warning
-    assert pick_mixed_precision(cpu(), "bf16") == ("bf16", "mixed_precision='bf16' was asked for", None)
+    assert choice == ("no", "fp16_does_nothing_on_a_cpu")
+    assert pick_mixed_precision(cpu(), "bf16") == ("bf16", None)
     assert pick_mixed_precision(cpu(), "auto").mode == "no" and pick_mixed_precision(cpu(), "auto").warning is None
 
 
 def test_pick_mixed_precision_on_simulated_gpus_and_tpu():
     assert pick_mixed_precision(gpu(T4), "auto").mode == "fp16"
     t4_bf16 = pick_mixed_precision(gpu(T4), "bf16")
-    assert t4_bf16.mode == "bf16" and "no bf16 tensor cores" in t4_bf16.warning and "Tesla T4" in t4_bf16.warning
+    assert t4_bf16 == ("bf16", "bf16_without_tensor_cores")
     assert pick_mixed_precision(gpu(P100), "auto").mode == "no"
     assert pick_mixed_precision(gpu(A100), "auto").mode == "bf16"
     assert pick_mixed_precision(gpu(A100), "bf16").warning is None
-    assert pick_mixed_precision(gpu(A100), "fp16") == ("fp16", "mixed_precision='fp16' was asked for", None)
+    assert pick_mixed_precision(gpu(A100), "fp16") == ("fp16", None)
     tpu_fp16 = pick_mixed_precision(tpu(), "fp16")
-    assert tpu_fp16.mode == "no" and "refuses fp16 on a TPU" in tpu_fp16.warning  # fp32, as recommend says
+    assert tpu_fp16 == ("no", "fp16_refused_on_a_tpu")  # fp32, as recommend says
     with pytest.raises(ValueError, match="'fp8'"):
         pick_mixed_precision(cpu(), "fp8")
 

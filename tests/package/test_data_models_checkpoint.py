@@ -69,8 +69,8 @@ def test_begin_resolves_profile_and_output_dir(tmp_path, monkeypatch):
     from freegpu import notebook
 
     monkeypatch.setattr(notebook, "has_internet", lambda: False)
-    info, hw, resolved, reason, out = notebook.begin("01_mnist_migration", "smoke", str(tmp_path / "o"))
-    assert resolved == "smoke" and reason and out == tmp_path / "o" and out.is_dir()
+    info, hw, resolved, out = notebook.begin("01_mnist_migration", "smoke", str(tmp_path / "o"))
+    assert resolved == "smoke" and out == tmp_path / "o" and out.is_dir()
     assert hw.logical_cpus >= 1 and info.name
     with pytest.raises(RuntimeError, match="profile='smoke'"):
         notebook.begin("01_mnist_migration", "full", str(tmp_path / "full"), {"data_dir": "ylecun/mnist"})

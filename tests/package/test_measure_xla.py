@@ -25,6 +25,5 @@ def test_compare_is_resolved_either_way_and_only_when_every_trial_agrees():
 @pytest.mark.skipif(importlib.util.find_spec("torch_xla") is not None, reason="torch_xla is installed here")
 def test_xla_status_without_torch_xla(monkeypatch):
     monkeypatch.delenv("PJRT_DEVICE", raising=False)
-    ok, reason = xla_status()
-    assert ok is False and "not installed" in reason and "torch 2.9.0" in reason
+    assert xla_status() == (False, None, None)
     assert "PJRT_DEVICE" not in os.environ  # nothing changed when there is nothing to use

@@ -254,3 +254,64 @@ def test_no_package_module_serves_one_notebook_alone():
     alone = {name: sorted(by) for name, by in users.items() if len(by) < 2}
     assert alone == {}, f"modules that serve one notebook alone (or none): {alone}"
     assert _served({"a": {"b"}, "b": {"c"}, "d": {"a"}}, {"a"}) == {"a", "b"}  # c is not a module here
+
+
+# The results contract's own table (`show_table`: the header of the measures a run shows) is the one display the
+# package translates; every other `tr` is in an error the package raises or a warning it gives.
+TR_DISPLAY = {("results.py", "markdown_table"), ("results.py", "show_table")}
+
+
+def message_names(function: ast.FunctionDef, raised: list[ast.Raise]) -> set[str]:
+    """The names a `raise` of `function` reads, and, transitively, the names their assignments read."""
+    names = {n.id for r in raised for n in ast.walk(r) if isinstance(n, ast.Name)}
+    assigns = [n for n in ast.walk(function) if isinstance(n, ast.Assign)]
+    while True:
+        more = {n.id for a in assigns if {t.id for t in a.targets if isinstance(t, ast.Name)} & names
+                for n in ast.walk(a.value) if isinstance(n, ast.Name)} - names
+        if not more:
+            return names
+        names |= more
+
+
+def untranslated_prose(source: str, module: str) -> list[str]:
+    """The `tr(...)` calls of `source` that reach neither a `raise`, an exception it returns, nor `warnings.warn`."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "tr"):
+            continue
+        node, function = call, None
+        while node in parents and not isinstance(node, ast.stmt):
+            node = parents[node]
+        statement = node
+        while node in parents and not isinstance(node, ast.FunctionDef):
+            node = parents[node]
+        function = node if isinstance(node, ast.FunctionDef) else None
+        raised = [n for n in ast.walk(function) if isinstance(n, ast.Raise)] if function else []
+        if isinstance(statement, ast.Raise) or (module, getattr(function, "name", "")) in TR_DISPLAY:
+            continue
+        value = getattr(statement, "value", None)
+        if isinstance(statement, ast.Return) and isinstance(value, ast.Call) and getattr(
+                value.func, "id", "").endswith("Error"):
+            continue  # a helper that builds the exception its caller raises
+        if isinstance(value, ast.Call) and ast.unparse(value.func) == "warnings.warn":
+            continue
+        if isinstance(statement, ast.Assign) and raised:
+            names = {t.id for t in statement.targets if isinstance(t, ast.Name)}
+            if names & message_names(function, raised):
+                continue  # a piece of the message a later raise formats
+        found.append(f"{module}:{call.lineno}")
+    return found
+
+
+def test_the_package_translates_only_its_errors():
+    """STYLE.md: a helper returns numbers and objects; the cell prints its own f-string, which the notebook's zh
+    catalog translates. `tr` is for the errors the package raises (and its warnings)."""
+    package = ROOT / "shared" / "freegpu"
+    found = [hit for path in sorted(package.glob("*.py")) for hit in untranslated_prose(path.read_text(), path.name)]
+    assert found == []
+    bad = 'def describe(n):\n    return tr("{n} processes").format(n=n)\n'
+    assert untranslated_prose(bad, "x.py") == ["x.py:2"]  # the check can fail
+    ok = 'def check(n):\n    what = tr("the model")\n    raise ValueError(tr("no {what}").format(what=what))\n'
+    assert untranslated_prose(ok, "x.py") == []
