@@ -30,6 +30,7 @@ def test_04_on_xla(executed, course_out):
     record, results = executed("04_tpu_data_loaders")
     check_04_loader_half(results, course_out / "results" / "04_tpu_data_loaders")
     assert results["xla_ran"] is True and results["device"] == "xla"
+    assert (results["xla_version"], results["pjrt_device"]) == ("2.9.0", "CPU")  # the lane's pair; 04 set CPU
     assert results["xla_device"].startswith("xla")
     assert results["lazy_compiles_before_sync"] == 0  # recorded, not run, until torch_xla.sync()
     varying, fixed = results["compiles_varying_per_step"], results["compiles_fixed_per_step"]

@@ -35,6 +35,7 @@ def test_05_fine_tunes_on_xla_with_one_shape(tmp_path):
     assert record.status == "ok", record.error
     results = json.loads((tmp_path / record.results).read_text())
     assert results["xla_ran"] is True and results["device"] == "xla"
+    assert (results["xla_version"], results["pjrt_device"]) == ("2.9.0", "CPU")
     assert results["distributed_type"] == "XLA"
     # XLA gets fixed-length padding, and drops the ragged last batch: one shape for every training step.
     assert results["padding"] == "max_length"

@@ -28,6 +28,7 @@ def test_05_step1_accelerator_and_trackers(notebook_run):
     assert results["trackers"] == (["tensorboard"] if importlib.util.find_spec("tensorboard") else [])
     if importlib.util.find_spec("torch_xla") is None:
         assert results["xla_ran"] is False and results["xla_version"] is None
+        assert results["pjrt_device"] == os.environ.get("PJRT_DEVICE")  # read, never set without torch_xla
 
 
 def test_05_step2_tokens_and_padding(notebook_run):

@@ -262,6 +262,7 @@ def test_04_tpu_data_loaders_without_xla(executed, course_out):
     check_04_loader_half(results, course_out / "results" / "04_tpu_data_loaders")
     if importlib.util.find_spec("torch_xla") is None:
         assert results["xla_ran"] is False and results["xla_version"] is None
+        assert results["pjrt_device"] == os.environ.get("PJRT_DEVICE")  # read, never set without torch_xla
         # Values are recorded where they are measured: the XLA steps that did not run recorded nothing.
         assert "compiles_varying_per_step" not in results and "accelerate_distributed_type" not in results
     outputs = [o for c in json.loads((course_out / "executed" / "04_tpu_data_loaders.ipynb").read_text())["cells"]
