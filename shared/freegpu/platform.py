@@ -48,7 +48,8 @@ class PlatformInfo:
         kaggle_batch (`bool`): Kaggle "Save Version" / pushed run (`KAGGLE_KERNEL_RUN_TYPE=Batch`): nobody is
             watching, the run ends when the notebook ends, and only /kaggle/working is kept.
         interactive (`bool`): a person is at the notebook (Colab, Kaggle editor, local Jupyter).
-        evidence (`str`): the signal that decided it, so a learner can check it.
+        evidence (`str`): the signal that decided it, as a name a learner can check (`KAGGLE_KERNEL_RUN_TYPE=Batch`,
+            `parent=papermill`), not a sentence.
     """
 
     name: str
@@ -115,12 +116,12 @@ def detect_platform(environ: dict[str, str] | None = None) -> PlatformInfo:
         batch = run_type.lower() == "batch"
         return PlatformInfo("kaggle", batch, not batch, f"KAGGLE_KERNEL_RUN_TYPE={run_type}")
     if not _in_kernel():
-        return PlatformInfo("script", False, False, "get_ipython() is None")
+        return PlatformInfo("script", False, False, "get_ipython()=None")
     if "JPY_SESSION_NAME" in env or "VSCODE_PID" in env:
         return PlatformInfo("jupyter", False, True, "JPY_SESSION_NAME" if "JPY_SESSION_NAME" in env else "VSCODE_PID")
     parent = _parent_command()
     hit = next((p for p in _HEADLESS_PARENTS if p in parent), None)
-    return PlatformInfo("headless", False, False, f"parent process: {hit}" if hit else "no JPY_SESSION_NAME")
+    return PlatformInfo("headless", False, False, f"parent={hit}" if hit else "JPY_SESSION_NAME=None")
 
 
 def platform_dirs(info: PlatformInfo) -> PlatformDirs:

@@ -63,7 +63,7 @@ def test_00_step_1_begin_finds_the_platform(executed, course_out):
     _, results = executed("00_environment_check")
     # headless: the signal is the kernel's parent process, or the Jupyter variable it lacks; a name, not a sentence
     evidence = results["platform_evidence"]
-    assert evidence.startswith("parent process: ") or evidence == "no JPY_SESSION_NAME", evidence
+    assert evidence.startswith("parent=") or evidence == "JPY_SESSION_NAME=None", evidence
     assert results["kaggle_batch"] is False
     assert results["working_persists"] is True  # a local disk keeps its outputs
     assert results["parameters"]["profile"] == "smoke" and results["parameters"]["check_internet"] is True
@@ -129,7 +129,7 @@ def test_00_runs_with_nbconvert_and_no_parameters(tmp_path):
                     "--output", "executed.ipynb"], cwd=tmp_path, env=env, check=True, capture_output=True)
     results = json.loads((tmp_path / "outputs" / "00_environment_check" / "results.json").read_text())
     assert results["profile"] == "smoke" and results["platform"] == "headless"
-    assert results["platform_evidence"] == "parent process: nbconvert"
+    assert results["platform_evidence"] == "parent=nbconvert"
 
 
 def test_course_site_and_summary(course_site, course_out):

@@ -59,7 +59,7 @@ def test_local_jupyter(kernel):
 def test_headless_papermill(kernel, monkeypatch):
     monkeypatch.setattr(platform, "_parent_command", lambda: "/usr/bin/python /usr/bin/papermill in.ipynb out.ipynb")
     info = platform.detect_platform({})
-    assert info.name == "headless" and not info.interactive and info.evidence == "parent process: papermill"
+    assert info.name == "headless" and not info.interactive and info.evidence == "parent=papermill"
 
 
 def test_kaggle_dirs():
