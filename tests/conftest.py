@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from slurm_cluster import MISSING, slurm_fixture  # noqa: F401 (one scratch SLURM cluster for the session)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -31,6 +32,7 @@ collect_ignore = [] if IN_XLA_LANE else [f"lanes/test_xla_lane{suffix}.py" for s
 # The image lanes' file runs whole under `make test-images` (FREEGPU_IMAGE_LANES=1), its data checks included.
 if os.environ.get("FREEGPU_IMAGE_LANES") != "1":
     collect_ignore.append("lanes/test_image_lanes.py")
+UNDER_SLURM = not MISSING and os.geteuid() == 0  # the scratch SLURM cluster can start here
 # .ci/run sets this: in CI a skipped test fails, naming its reason (a check that could run there must run).
 NO_SKIPS = os.environ.get("FREEGPU_NO_SKIPS") == "1"
 
@@ -59,10 +61,11 @@ def planted_hits(*roots: Path) -> list[str]:
 
 
 def run_once(out: Path, folder: Path = NOTEBOOK_DIR, parameters=lambda name: {"profile": "smoke"}, *,
-             solutions: bool = True, label: str = "", env: dict[str, str] | None = None):
+             solutions: bool = True, label: str = "", env=None):
     """`run(name, **extra)` executes `folder/<name>.ipynb` into `out` once per (name, extra), with the planted
     secrets and `env` in its kernel's environment and `parameters(name)` plus `extra`; returns (record, results).
-    `run.out` is the folder the record's paths are relative to. Every executed-run fixture is one of these."""
+    `run.out` is the folder the record's paths are relative to; `env` is a mapping, or `env(name)` gives one.
+    Every executed-run fixture is one of these."""
     from build import run_course
 
     cache = {}
@@ -71,7 +74,7 @@ def run_once(out: Path, folder: Path = NOTEBOOK_DIR, parameters=lambda name: {"p
         key = (name, tuple(sorted(extra.items())))
         if key not in cache:
             with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
-                for variable, value in {**PLANTED_SECRETS, **(env or {})}.items():
+                for variable, value in {**PLANTED_SECRETS, **((env(name) if callable(env) else env) or {})}.items():
                     patch.setenv(variable, value)
                 record = run_course.execute(folder / f"{name}.ipynb", out, {**parameters(name), **extra},
                                             solutions=solutions)
@@ -88,10 +91,23 @@ def course_out(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("course")
 
 
+def course_env(request):
+    """`env(name)` for the session's course runs: notebook 07 runs with the scratch SLURM cluster's SLURM_CONF where
+    it can start (tests/slurm_cluster.py: root, slurm-wlm, munge; started on 07's first run), so its SLURM step
+    submits a real two-node job; MAIN_IP, since the scratch nodes' names do not resolve. Without a cluster, 07's
+    SLURM cells say why they did not run (test_07_step2_slurm_says_it_did_not_run_without_a_controller)."""
+    def env(name: str) -> dict[str, str]:
+        if not (name.startswith("07") and UNDER_SLURM):
+            return {}
+        slurm, _ = request.getfixturevalue("slurm")
+        return {"SLURM_CONF": slurm["SLURM_CONF"], "MAIN_IP": "127.0.0.1"}
+    return env
+
+
 @pytest.fixture(scope="session")
-def executed(course_out):
+def executed(course_out, request):
     """`executed(name)` runs notebook `name` once (smoke profile, planted secrets) and returns its record."""
-    return run_once(course_out)
+    return run_once(course_out, env=course_env(request))
 
 
 @pytest.fixture(scope="module")
@@ -103,10 +119,10 @@ def notebook_run(executed, course_out, request):
 
 
 @pytest.fixture(scope="session")
-def executed_zh(course_out):
+def executed_zh(course_out, request):
     """`executed_zh(name)`: the zh notebook of `name`, run once like `executed`; `executed_zh.out` is the folder
     its record's paths are relative to."""
-    return run_once(course_out / "zh", NOTEBOOK_DIR / "zh", label="zh ")
+    return run_once(course_out / "zh", NOTEBOOK_DIR / "zh", label="zh ", env=course_env(request))
 
 
 @pytest.fixture(scope="session")

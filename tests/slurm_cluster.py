@@ -1,13 +1,13 @@
 """A real two-node SLURM cluster on localhost, in a scratch folder (nothing in /etc), for the tests that need one.
 
-`slurm` (a module fixture, imported as `slurm_fixture`: each test module that uses it starts its own cluster
-once) yields `(env, folder)`: `env["SLURM_CONF"]` points at the scratch slurm.conf, so sbatch, sinfo and scontrol
-find the controller. munged runs with its own key and socket, slurmctld and two slurmd nodes (node1, node2) on
-127.0.0.1. Every daemon is stopped by its own pid afterwards, even on failure. Needs root (slurmd) and
-`apt-get install -y slurm-wlm munge` (.ci/run); `needs_slurm` and `needs_root` skip a test, saying why.
-Used by tests/lanes/test_cluster_starter.py (the starter's train.sbatch) and
-tests/notebooks/test_07_beyond_one_machine.py (07's SLURM step, executed with this SLURM_CONF in the kernel's
-environment).
+`slurm` (a session fixture, imported into tests/conftest.py as `slurm_fixture`: one cluster for the
+session, started where a test or notebook 07's run first asks for it) yields `(env, folder)`:
+`env["SLURM_CONF"]` points at the scratch slurm.conf, so sbatch, sinfo and scontrol find the controller. munged
+runs with its own key and socket, slurmctld and two slurmd nodes (node1, node2) on 127.0.0.1. Every daemon is
+stopped by its own pid afterwards, even on failure. Needs root (slurmd) and `apt-get install -y slurm-wlm munge`
+(.ci/run); `needs_slurm` and `needs_root` skip a test, saying why. Used by tests/lanes/test_cluster_starter.py
+(the starter's train.sbatch) and the session's runs of notebook 07, English and zh (tests/conftest.py: its SLURM
+step, executed with this SLURM_CONF in the kernel's environment).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ PartitionName=debug Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP
 """
 
 
-@pytest.fixture(scope="module", name="slurm")
+@pytest.fixture(scope="session", name="slurm")
 def slurm_fixture(tmp_path_factory):
     """A two-node SLURM cluster on localhost in a scratch folder; yields the environment for its clients."""
     if MISSING or os.geteuid() != 0:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from slurm_cluster import BIN, ENV, free_port, needs_root, needs_slurm, slurm_fixture  # noqa: F401
+from slurm_cluster import BIN, ENV, free_port, needs_root, needs_slurm  # the `slurm` fixture: tests/conftest.py
 
 CLUSTER = ROOT / "starters" / "cluster"
 

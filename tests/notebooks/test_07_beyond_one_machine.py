@@ -1,13 +1,15 @@
 """Notebook 07 (beyond one machine): its results contract, and its launch as a learner types it.
 
-Where a scratch SLURM cluster can start here (root, slurm-wlm, munge: tests/slurm_cluster.py), this module's run of 07
-has the cluster's SLURM_CONF in its kernel's environment, so step 2's SLURM cells submit a real two-node job; elsewhere
-it is the session's shared run, where those cells say why they did not run."""
+The tests read the session's run of 07. Where a scratch SLURM cluster can start here (root, slurm-wlm, munge:
+tests/slurm_cluster.py), that run has the cluster's SLURM_CONF in its kernel's environment (tests/conftest.py), so
+step 2's SLURM cells submit a real two-node job; elsewhere those cells say why they did not run, as they do in
+`make course` (and in test_07_step2_slurm_says_it_did_not_run_without_a_controller, everywhere)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,39 +18,22 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-from conftest import NOTEBOOK_DIR, run_once
-from slurm_cluster import MISSING, slurm_fixture  # noqa: F401 (the module's SLURM cluster)
+from conftest import NOTEBOOK_DIR, UNDER_SLURM
 
 NAME = "07_beyond_one_machine"
-UNDER_SLURM = not MISSING and os.geteuid() == 0  # the scratch cluster can start here
 
 
-@pytest.fixture(scope="module")
-def notebook_run(request, tmp_path_factory):
-    """07 run once for this module with profile="full", under the scratch SLURM cluster where it starts.
-
-    07's full profile runs the same CPU processes as its smoke one, so this one run is both the learner's-path run
-    (test_full_profile makes it for the other notebooks) and the run every step's test reads; the session's shared
-    smoke run is the one without a controller (test_07_shared_run_says_slurm_did_not_run)."""
-    env = {}
-    if UNDER_SLURM:  # sbatch and the kernel read SLURM_CONF; MAIN_IP: the scratch nodes' names do not resolve
-        slurm_env, _ = request.getfixturevalue("slurm")
-        env = {"SLURM_CONF": slurm_env["SLURM_CONF"], "MAIN_IP": "127.0.0.1"}
-    run = run_once(tmp_path_factory.mktemp("course_07"), parameters=lambda name: {"profile": "full"},
-                   solutions=False, label="full profile" + (" under SLURM: " if UNDER_SLURM else ": "), env=env)
-    record, results = run(NAME)
-    return record, results, run.out / "results" / NAME
-
-
-@pytest.mark.notebook
-def test_07_full_profile_runs_the_same_cpu_processes(notebook_run):
-    """The learner's path for 07: profile="full" (07 reads no data) runs every step to the end, headless on the CPU."""
-    record, r, out = notebook_run
-    assert r["profile"] == "full" and r["parameters"]["profile"] == "full"
-    assert r["device"] == "cpu" and r["platform"] == "headless"
-    printed = "".join("".join(o.get("text", "")) for c in nbformat.read(out.parents[1] / record.executed, 4).cells
-                      if c.cell_type == "code" for o in c.outputs)
-    assert "Traceback" not in printed
+def test_07_full_profile_runs_what_the_smoke_profile_runs():
+    """07 reads no data: its profile is recorded and printed, and decides nothing else. So its full profile (a
+    learner's GPU session) runs the same CPU processes as the smoke run every other test here reads, and
+    test_full_profile does not run 07 a second time."""
+    cells = nbformat.read(NOTEBOOK_DIR / f"{NAME}.ipynb", as_version=4).cells
+    uses = [line.strip() for c in cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])
+            for line in c.source.splitlines() if re.search(r"\bprofile\b|resolved_profile|parameters\[", line)]
+    assert uses == ["info, hw, resolved_profile, out = begin(NOTEBOOK, profile, output_dir)",
+                    "run = start_run(NOTEBOOK, resolved_profile, info.name, hw.device_kind, out, "
+                    "parameters=parameters)",
+                    'print(f"profile {resolved_profile} (asked {profile!r}); platform {info.name}")'], uses
 
 
 @pytest.mark.notebook
@@ -211,15 +196,6 @@ def test_07_step2_slurm_says_it_did_not_run_without_a_controller(tmp_path, monke
     assert recorded == {"slurm_ran": False}  # and no slurm_machine_ranks, slurm_losses_equal or slurm_s
     said = capsys.readouterr().out
     assert said.startswith("Not run here: ") and ("not installed" in said) == bool(shutil.which("sbatch") is None)
-
-
-@pytest.mark.notebook
-def test_07_shared_run_says_slurm_did_not_run(executed):
-    """The session's run of 07 (the one `make course` makes) has no controller in its environment."""
-    if os.environ.get("SLURM_CONF"):
-        pytest.skip("this session has a SLURM_CONF of its own")
-    _, r = executed(NAME)
-    assert r["slurm_ran"] is False and "slurm_machine_ranks" not in r and "slurm_s" not in r
 
 
 @pytest.mark.notebook

@@ -21,8 +21,8 @@ MNIST_TRAIN, MNIST_TEST = 1200, 300  # build/hub_rehearsal.py's default sizes
 EXTRA = {"02_mixed_precision": {"d_model": 64}}  # see the module docstring
 
 
-# 07 reads no data and its full profile runs the same CPU processes as its smoke one: test_07's module run is its
-# full-profile run (one run of 07 fewer: about 75 s).
+# 07 reads no data, and its profile decides nothing it runs (test_07_full_profile_runs_what_the_smoke_profile_runs):
+# its full profile would run the same CPU processes as the session's run (one run of 07 fewer: about 80 s).
 @pytest.mark.parametrize("name", [name for name in NOTEBOOK_NAMES if not name.startswith("07")])
 def test_full_profile_runs_on_hub_layout_folders(name, executed_full, hub_folders):
     record, results, out = executed_full(name, **EXTRA.get(name, {}))
