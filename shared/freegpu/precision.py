@@ -42,7 +42,7 @@ def pick_mixed_precision(hw: HardwareInfo, requested: str = "auto") -> Precision
     if requested == "auto":
         return Precision(recommend(hw).mixed_precision, None)
     if requested == "fp16" and kind in ("cpu", "tpu"):
-        return Precision("no", f"fp16_{'does_nothing_on_a_cpu' if kind == 'cpu' else 'refused_on_a_tpu'}")
+        return Precision("no", "fp16_does_nothing_on_a_cpu" if kind == "cpu" else "fp16_refused_on_a_tpu")
     if requested == "bf16" and kind == "cuda" and not all(g.bf16_tensor_cores for g in hw.gpus):
         return Precision("bf16", "bf16_without_tensor_cores")
     return Precision(requested, None)
