@@ -6,9 +6,6 @@ import dataclasses
 import importlib.util
 import json
 import os
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -63,89 +60,29 @@ def planted_hits(*roots: Path) -> list[str]:
     return hits
 
 
-# Notebook runs the collected tests will read start ahead of them, AHEAD at a time, each in a child process of its
-# own (so each has its own environment): on 2 cores the runs leave a core idle much of the time (launch rendezvous,
-# timeouts, kills). The tests read their results as today; a run not started yet when a test needs it runs there.
-AHEAD = int(os.environ.get("FREEGPU_RUNS_AHEAD", "2"))
-AHEAD_PIDS: set[int] = set()  # the children running notebooks ahead (own_children leaves their trees out)
-_CHILD = """import dataclasses, json, sys
-from pathlib import Path
-from build import run_course
-run = run_course.execute(Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]), solutions=sys.argv[4] == "1")
-print("RECORD " + json.dumps(dataclasses.asdict(run)))
-"""
-
-
-def _execute_in_child(notebook: Path, out: Path, parameters: dict, solutions: bool, env: dict):
-    """run_course.execute in a child process with exactly `env`; returns its NotebookRun."""
-    from build.run_course import NotebookRun
-
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(notebook), str(out), json.dumps(parameters),
-                              "1" if solutions else "0"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    AHEAD_PIDS.add(child.pid)
-    try:
-        stdout, stderr = child.communicate()
-    finally:
-        AHEAD_PIDS.discard(child.pid)
-    records = [line[len("RECORD "):] for line in stdout.splitlines() if line.startswith("RECORD ")]
-    if not records:
-        return NotebookRun(notebook.stem, "failed", 0.0, 0.0, None,
-                           f"its child process exited with status {child.returncode}: {stderr[-2000:]}")
-    return NotebookRun(**json.loads(records[-1]))
-
-
-def own_children(process=None) -> list:
-    """psutil's children(recursive=True) of `process` (this one), without the notebook runs started ahead."""
-    import psutil
-
-    process = process or psutil.Process()
-    ahead = set()
-    for pid in list(AHEAD_PIDS):
-        try:
-            ahead |= {pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))}
-        except psutil.Error:
-            pass
-    return [p for p in process.children(recursive=True) if p.pid not in ahead]
-
-
 def run_once(out: Path, folder: Path = NOTEBOOK_DIR, parameters=lambda name: {"profile": "smoke"}, *,
              solutions: bool = True, label: str = "", env=None):
     """`run(name, **extra)` executes `folder/<name>.ipynb` into `out` once per (name, extra), with the planted
     secrets and `env` in its kernel's environment and `parameters(name)` plus `extra`; returns (record, results).
     `run.out` is the folder the record's paths are relative to; `env` is a mapping, or `env(name)` gives one.
-    `run.ahead(pool, name, **extra)` starts that run in `pool` now, in a child process; `run(name, **extra)` then
-    waits for it. Every executed-run fixture is one of these."""
+    Every executed-run fixture is one of these."""
     from build import run_course
 
-    cache, started = {}, {}
-
-    def variables(name: str) -> dict[str, str]:
-        return {**PLANTED_SECRETS, **((env(name) if callable(env) else env) or {})}
+    cache = {}
 
     def run(name: str, **extra):
         key = (name, tuple(sorted(extra.items())))
         if key not in cache:
-            future = started.pop(key, None)
-            if future is not None and not future.cancel():  # running or done: wait for it
-                record = future.result()
-            else:
-                with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
-                    for variable, value in variables(name).items():
-                        patch.setenv(variable, value)
-                    record = run_course.execute(folder / f"{name}.ipynb", out, {**parameters(name), **extra},
-                                                solutions=solutions)
+            with pytest.MonkeyPatch.context() as patch:  # the kernel inherits this process's environment
+                for variable, value in {**PLANTED_SECRETS, **((env(name) if callable(env) else env) or {})}.items():
+                    patch.setenv(variable, value)
+                record = run_course.execute(folder / f"{name}.ipynb", out, {**parameters(name), **extra},
+                                            solutions=solutions)
             assert record.status == "ok", f"{label}{name} failed: {record.error}"
             cache[key] = (record, json.loads((out / record.results).read_text()))
         return cache[key]
 
-    def ahead(pool: ThreadPoolExecutor, name: str, **extra) -> None:
-        key = (name, tuple(sorted(extra.items())))
-        if key not in cache and key not in started:
-            started[key] = pool.submit(_execute_in_child, folder / f"{name}.ipynb", out,
-                                       {**parameters(name), **extra}, solutions, {**os.environ, **variables(name)})
-
-    run.out, run.ahead = out, ahead
+    run.out = out
     return run
 
 
@@ -228,62 +165,4 @@ def executed_full(tmp_path_factory, hub_folders):
     run by the smoke runs."""
     run = run_once(tmp_path_factory.mktemp("course_full"), parameters=lambda name: full_parameters(name, hub_folders),
                    solutions=False, label="full profile: ")
-
-    def full(name: str, **extra):
-        return (*run(name, **extra), run.out)
-
-    full.ahead = run.ahead
-    return full
-
-
-# What each collected test reads of the session's runs, in the order of first need: (fixture, name, extra).
-PLANNED = pytest.StashKey[list]()
-
-
-def _runs_read_by(item) -> list[tuple[str, str, dict]]:
-    fixtures = set(item.fixturenames)
-    name = item.callspec.params.get("name") if hasattr(item, "callspec") else None
-    runs = []
-    if "course_site" in fixtures:
-        runs += [(fixture, n, {}) for fixture in ("executed", "executed_zh") for n in NOTEBOOK_NAMES]
-    if "notebook_run" in fixtures:
-        runs.append(("executed", item.module.NAME, {}))
-    if name in NOTEBOOK_NAMES:
-        runs += [(fixture, name, {}) for fixture in ("executed", "executed_zh") if fixture in fixtures]
-        if "executed_full" in fixtures:
-            runs.append(("executed_full", name, getattr(item.module, "EXTRA", {}).get(name, {})))
-    return runs
-
-
-def pytest_collection_finish(session):
-    planned = []
-    for item in session.items:
-        planned += [run for run in _runs_read_by(item) if run not in planned]
-    session.config.stash[PLANNED] = planned
-
-
-@pytest.fixture(scope="session", autouse=True)
-def runs_ahead(request):
-    """Starts every run that PLANNED lists, AHEAD at a time (FREEGPU_RUNS_AHEAD=0: none; each runs when first
-    read); at the end, stops what is still running."""
-    import psutil
-
-    planned = request.config.stash.get(PLANNED, [])
-    if AHEAD < 1 or not planned:
-        yield
-        return
-    pool = ThreadPoolExecutor(AHEAD, thread_name_prefix="notebook-ahead")
-    for fixture, name, extra in planned:
-        try:
-            request.getfixturevalue(fixture).ahead(pool, name, **extra)
-        except (Exception, pytest.skip.Exception):  # e.g. no SLURM for 07: the test that reads it says why
-            pass
-    yield
-    pool.shutdown(wait=False, cancel_futures=True)
-    for pid in list(AHEAD_PIDS):
-        try:
-            parent = psutil.Process(pid)
-            for process in [*parent.children(recursive=True), parent]:
-                process.kill()
-        except psutil.Error:
-            pass
+    return lambda name, **extra: (*run(name, **extra), run.out)

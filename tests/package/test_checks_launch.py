@@ -14,7 +14,7 @@ import time
 
 import psutil
 import pytest
-from conftest import ROOT, own_children
+from conftest import ROOT
 
 from freegpu import checks, launch, platform, results, software
 
@@ -271,7 +271,7 @@ def test_run_launches_side_by_side_and_interrupted(tmp_path):
     def interrupt_when_running():  # what Jupyter's stop button does: SIGINT to the kernel, mid-cell
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and len(seen) < 6:
-            seen[:] = own_children()  # not the notebook runs started ahead
+            seen[:] = psutil.Process().children(recursive=True)
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 
