@@ -15,7 +15,7 @@ The English notebooks are the source. `locale/zh/<name>.po` holds the Chinese of
 pointing at the zh notebook, and its check cell calling `check_parameters(NOTEBOOK, globals(), language="zh")`
 (so what `freegpu` prints is Chinese too).
 Nothing else differs: identifiers, API names, parameters and every line of code stay the same
-(tests/notebooks/test_i18n.py compares the two syntax trees).
+(tests/tooling/test_i18n.py compares the two syntax trees).
 
     python build/i18n.py update [NAME ...]   # refresh the catalogs from the English (gettext's msgmerge: a changed
                                              # unit keeps its old translation, marked fuzzy, with the old English)

@@ -5,7 +5,7 @@ inside the functions that need them. Modules, by the notebook that introduces th
 
 - `platform`, `hardware`, `profile`, `checks`, `results`, `software`: notebook 00 (environment check)
 - `data`, `models`, `launch`: notebook 01 (MNIST migration); `data` also loads notebook 05's text task
-- `measure`: notebook 01 (timings), 02 (saved activations), 04 (loaders); `xla`: notebook 04
+- `measure`: notebook 02 (saved activations), 03 (timings, checkpointing), 04 (loaders); `xla`: notebooks 04, 05
 - `precision`: notebook 02 (mixed precision)
 - `resume`: `dir_bytes`, a folder's size (notebook 00's disk check, notebook 06's output cap)
 - `notebook`: `begin`, the opening of every notebook (notebook 00 shows what it finds, step by step)

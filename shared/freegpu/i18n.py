@@ -9,7 +9,7 @@ package prints or raises for a learner goes through `tr`:
 `tr` returns the Chinese of a message from the gettext catalog `freegpu/locale/zh.po` (read with polib) when the
 language is "zh" and the catalog has a current translation, else the English. The English message is the msgid,
 so a message whose English changes has no translation until the catalog is updated: it prints in English, never
-a stale Chinese, and tests/notebooks/test_i18n.py fails. `python build/i18n.py update` refreshes the catalog.
+a stale Chinese, and tests/tooling/test_i18n.py fails. `python build/i18n.py update` refreshes the catalog.
 Introduced in notebook 00.
 """
 

@@ -1,6 +1,6 @@
 """Measure what the notebooks claim: repeated timings with their spread, and bytes saved for backward.
 
-`interleaved_timings`, `spread` and `compare`: repeated timings and the one "resolved" rule, for notebooks 02-05.
+`interleaved_timings`, `spread` and `compare`: repeated timings and the one "resolved" rule (notebooks 03 and 04).
 `SavedTensors`: notebook 02 (what autocast saves), reused by 03 (checkpointing).
 """
 
@@ -90,7 +90,7 @@ def compare(a: list[float], b: list[float], kind: str = "ratio") -> dict[str, fl
     ("difference"), as a spread with `resolved`: whether that spread excludes 1 (ratio) or 0 (difference).
 
     The one "resolved on this machine" rule of the course, symmetric: a difference that went the same way in
-    every trial is resolved, whichever way it went; if some trials went each way, it is not (notebooks 01-06).
+    every trial is resolved, whichever way it went; if some trials went each way, it is not (notebooks 03 and 04).
     """
     if kind not in ("ratio", "difference"):
         raise ValueError(f"kind={kind!r}: pick 'ratio' or 'difference'")

@@ -1,6 +1,6 @@
 """The opening every notebook shares: platform, hardware, profile and output folder in one call.
 
-Notebook 00 calls `begin` and shows what it found, step by step; notebooks 01-06 call it and teach their subject.
+Notebook 00 calls `begin` and shows what it found, step by step; notebooks 01-08 call it and teach their subject.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ def xla_status() -> tuple[bool, str | None, str | None]:
     Usable needs both: torch_xla installed (it pairs with one torch release, 2.9.0 with 2.9.0: a TPU runtime on
     Colab/Kaggle has it, here `make test-xla` builds it) and `PJRT_DEVICE` set (TPU, CPU or CUDA).
 
-    Notebook 04 sets `PJRT_DEVICE` itself, in plain sight, before anything imports torch_xla: `TPU` on a TPU
-    (`notebook_launcher` needs it to detect one), `CPU` for XLA's CPU backend. Its compile and transfer counts
-    are read in the notebook with `torch_xla.debug.metrics.metric_data`.
+    Notebooks 04 and 05 set `PJRT_DEVICE` themselves, in plain sight, before anything imports torch_xla: `TPU`
+    on a TPU (`notebook_launcher` needs it to detect one), `CPU` for XLA's CPU backend. 04 reads its compile and
+    transfer counts in the notebook with `torch_xla.debug.metrics.metric_data`.
     """
     version = importlib.metadata.version("torch_xla") if is_installed() else None
     device = os.environ.get("PJRT_DEVICE") or None

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import NOTEBOOK_DIR
 
 from freegpu.measure import interleaved_timings
 from freegpu.models import build_row_transformer
@@ -41,7 +42,7 @@ ASSERTED = {
 
 def _cell(start: str) -> str:
     """The source of the notebook's code cell that begins with `start` (tests run the cells' own code)."""
-    nb = json.loads((Path(__file__).parents[2] / "notebooks" / f"{NAME}.ipynb").read_text())
+    nb = json.loads((NOTEBOOK_DIR / f"{NAME}.ipynb").read_text())
     sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     return next(src for src in sources if src.startswith(start))
 
@@ -205,7 +206,7 @@ def _blocked(tmp_path: Path, *modules: str) -> str:
 
 
 def _notebook_markdown() -> str:
-    nb = json.loads((Path(__file__).parents[2] / "notebooks" / f"{NAME}.ipynb").read_text())
+    nb = json.loads((NOTEBOOK_DIR / f"{NAME}.ipynb").read_text())
     return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
 
 

@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import NOTEBOOK_DIR, ROOT
 
 NAME = "05_bert_finetune"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -83,7 +84,7 @@ def test_05_step5_score_save_and_reload(notebook_run):
 def _cells(name: str) -> list[str]:
     import nbformat
 
-    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / f"{name}.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
     return [c.source for c in nb.cells if c.cell_type == "code"]
 
 
@@ -120,7 +121,7 @@ def test_05_full_profile_offline_fails_fast(tmp_path):
 
     start = time.perf_counter()
     with pytest.raises(papermill.PapermillExecutionError) as info:
-        papermill.execute_notebook(str(Path(__file__).resolve().parents[2] / "notebooks" / "05_bert_finetune.ipynb"),
+        papermill.execute_notebook(str(NOTEBOOK_DIR / "05_bert_finetune.ipynb"),
                                    str(tmp_path / "out.ipynb"), parameters={"profile": "full",
                                                                             "output_dir": str(tmp_path / "run")},
                                    kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
@@ -247,7 +248,7 @@ def test_05_tpu_default_is_fp32_because_accelerate_bf16_is_xla_use_bf16():
 def _markdown_with(text: str) -> str:
     import nbformat
 
-    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "05_bert_finetune.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOK_DIR / "05_bert_finetune.ipynb", as_version=4)
     return next(c.source for c in nb.cells if c.cell_type == "markdown" and text in c.source)
 
 
@@ -269,7 +270,7 @@ def test_05_corpus_ships_in_the_wheel(tmp_path):
 
     from hatchling.builders.wheel import WheelBuilder
 
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
     wheel = next(iter(WheelBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])))
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("freegpu/corpus/reviews.jsonl")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
+from conftest import NOTEBOOK_DIR, ROOT
 
 from freegpu import resume
 from freegpu.platform import PlatformInfo, kaggle_dataset_dir, platform_dirs, rehearsal_dirs
@@ -113,7 +113,7 @@ def test_06_kernel_metadata_and_wheelhouse(notebook_run):
     assert json.loads((bundle / "kernel-metadata.json").read_text()) == meta
     assert r["kaggle_commands"][0] == f"kaggle kernels push -p kaggle/{slug}"
     # The wheelhouse lines install what the setup cell installs, from where Kaggle mounts the dataset, offline.
-    notebook = Path(__file__).resolve().parents[2] / "notebooks" / f"{NAME}.ipynb"
+    notebook = NOTEBOOK_DIR / f"{NAME}.ipynb"
     setup = "".join(json.loads(notebook.read_text())["cells"][2]["source"])
     lines = r["wheelhouse_commands"]
     assert lines[0].split('"')[1] in setup and "pip install --no-index --find-links" in lines[-1]
@@ -128,7 +128,7 @@ def test_06_outputs_name_no_build_machine_path(notebook_run):
     record, _, out = notebook_run
     nb = nbformat.read(out.parents[1] / record.executed, as_version=4)
     check = next(i for i, c in enumerate(nb.cells) if "check_parameters(NOTEBOOK" in c.source)
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(ROOT)
     for cell in nb.cells[check + 1:]:
         for output in cell.get("outputs", []):
             text = output.get("text", "") + json.dumps(output.get("data", {}))
@@ -190,7 +190,7 @@ def _script_text() -> str:
     """The text of notebook 06's training script, train_resumable.py."""
     import nbformat
 
-    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / f"{NAME}.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOK_DIR / f"{NAME}.ipynb", as_version=4)
     return next(c.source for c in nb.cells if c.source.startswith("%%writefile")).split("\n", 1)[1]
 
 
@@ -224,7 +224,7 @@ def test_script_saves_with_the_taught_lines():
 
     import nbformat
 
-    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / f"{NAME}.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOK_DIR / f"{NAME}.ipynb", as_version=4)
     cell = next(c.source for c in nb.cells if c.source.startswith("%%writefile"))
     script = cell.split("\n", 1)[1]
     taught = next(node for node in ast.parse(script).body
@@ -294,7 +294,7 @@ def test_06_script_trains_resumes_and_saves_without_the_course_package(tmp_path)
     import torch
     from safetensors.torch import save_file
 
-    nb = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / f"{NAME}.ipynb", as_version=4)
+    nb = nbformat.read(NOTEBOOK_DIR / f"{NAME}.ipynb", as_version=4)
     cell = next(c.source for c in nb.cells if c.source.startswith("%%writefile"))
     (tmp_path / "train_resumable.py").write_text(cell.split("\n", 1)[1])
     generator = torch.Generator().manual_seed(0)

@@ -34,6 +34,32 @@ def test_common_results(name, executed, course_out):
     assert record.wall_s < RUNAWAY_S, f"{name} took {record.wall_s} s"
 
 
+def _named_in_tests() -> set[str]:
+    """Every string constant and keyword name in the test files: a recorded key a test reads is among them."""
+    import ast
+
+    named = set()
+    for path in NOTEBOOK_DIR.parent.joinpath("tests").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                named.add(node.value)
+            elif isinstance(node, ast.keyword) and node.arg:
+                named.add(node.arg)
+    return named
+
+
+@pytest.mark.parametrize("name", NOTEBOOK_NAMES)
+def test_every_recorded_key_is_read_by_a_test(name, executed):
+    """Each key a notebook records (beyond the contract's common keys, checked above) is named in a test, where
+    its value is asserted; a key nothing reads fails here, naming it. 03 also checks each key is asserted."""
+    from freegpu.results import COMMON_KEYS
+
+    _, results = executed(name)
+    named = _named_in_tests()
+    unread = sorted(key for key in results if key not in COMMON_KEYS and key not in named)
+    assert not unread, f"{name} records keys no test reads: {unread}"
+
+
 @pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_no_secret_leaks(name, executed, course_out):
     record, _ = executed(name)
@@ -75,6 +101,9 @@ def test_00_step_1_begin_finds_the_platform(executed, course_out):
 def test_00_step_2_hardware_and_profile(executed, course_out):
     _, results = executed("00_environment_check")
     assert results["device"] == "cpu" and results["gpus"] == [] and results["tpu"] is None
+    import torch
+
+    assert results["cuda_runtime"] == torch.version.cuda  # the CUDA torch was built for: None for the CPU build
     assert results["logical_cpus"] >= 1 and results["physical_cpus"] >= 1 and results["ram_total_gib"] > 0
     _, printed = _printed(course_out, "00_environment_check")
     assert "profile: smoke  (asked 'smoke';" in printed  # what begin found, shown
@@ -94,6 +123,7 @@ def test_00_step_4_disk_and_network(executed):
     assert 0 < results["disk"]["free_gib"] <= results["disk"]["total_gib"]
     assert "budget_used_gb" not in results["disk"]  # only Kaggle caps the working folder
     assert results["internet"] is False  # the test machine is offline; the probe must say so, not hang
+    assert results["internet_probed"] is results["parameters"]["check_internet"] is True  # it did probe
 
 
 def test_00_step_5_what_to_tell_accelerate(executed, course_out):

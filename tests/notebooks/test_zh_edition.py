@@ -205,8 +205,7 @@ def term_findings(name: str) -> list[str]:
     return found
 
 
-# Notebooks other helpers are editing now (06, 07, 08): findings they may still have, a ceiling that only goes
-# down (each listed in /work/notes/s30/zh_todo.md). The others have none.
+# Findings a notebook may still have while its translation is under way: a ceiling that only goes down (none now).
 TERMS_NOT_YET: dict[str, int] = {}
 
 
@@ -262,8 +261,7 @@ def english_sentences(nb) -> list[str]:
     return found
 
 
-# Notebooks other helpers are editing now: English their zh runs may still print (a ceiling that only goes down;
-# each finding is listed in /work/notes/s30/zh_todo.md).
+# English a zh run may still print while its translation is under way: a ceiling that only goes down (none now).
 ENGLISH_NOT_YET: dict[str, int] = {}
 
 

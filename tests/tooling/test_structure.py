@@ -1,4 +1,4 @@
-"""The notebooks keep the course skeleton (STYLE.md); checked without a kernel."""
+"""The notebooks keep the course skeleton and the package its rule (README, "Layout"); checked without a kernel."""
 
 from __future__ import annotations
 
@@ -309,8 +309,8 @@ def untranslated_prose(tree: ast.Module, module: str) -> list[str]:
 
 
 def test_the_package_translates_only_its_errors():
-    """STYLE.md: a helper returns numbers and objects; the cell prints its own f-string, which the notebook's zh
-    catalog translates. `tr` is for the errors the package raises (and its warnings)."""
+    """The package's rule: a helper returns numbers and objects; the cell prints its own f-string, which the
+    notebook's zh catalog translates. `tr` is for the errors the package raises (and its warnings)."""
     found = [hit for name, tree in package_modules().items() for hit in untranslated_prose(tree, name)]
     assert found == []
     bad = 'def describe(n):\n    return tr("{n} processes").format(n=n)\n'
