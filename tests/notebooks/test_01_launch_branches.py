@@ -195,7 +195,7 @@ def test_01_on_colabs_branch(tmp_path, monkeypatch):
     (startup / "00-colab-shell.py").write_text(COLAB_STARTUP)
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
     for key in [k for k in os.environ if k.startswith("KAGGLE")]:
-        monkeypatch.delenv(key)
+        monkeypatch.delenv(key)  # and papermill, not conftest's run_once, which plants KAGGLE_KEY among its secrets
     out = tmp_path / "out"
     papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
                                parameters={"profile": "smoke", "output_dir": str(out)},
@@ -228,24 +228,19 @@ esac
 def test_01_decides_multi_gpu_on_two_t4s(tmp_path, monkeypatch):
     """With two GPUs in nvidia-smi (simulated: this machine has none), notebook 01 takes the multi-GPU branch:
     it says so, keeps CUDA out of the kernel for steps 1-4, and launches from the notebook with cpu=False."""
-    import papermill
-    from conftest import NOTEBOOK_DIR
+    from conftest import run_once
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
     (bin_dir / "nvidia-smi").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    out = tmp_path / "out"
-    papermill.execute_notebook(str(NOTEBOOK_DIR / "01_mnist_migration.ipynb"), str(tmp_path / "executed.ipynb"),
-                               parameters={"profile": "smoke", "output_dir": str(out)},
-                               kernel_name="python3", cwd=str(tmp_path), progress_bar=False)
-    results = json.loads((out / "results.json").read_text())
+    run = run_once(tmp_path, solutions=False, env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    record, results = run("01_mnist_migration")
     assert results["device"] == "cuda"  # what the notebook detected from nvidia-smi
     assert results["launcher_branch"] == "multi_gpu" and results["launcher_branch_in_process"] is False
     assert results["ddp_launched_by"].startswith("notebook_launcher")
     assert "launcher_trap_independent_runs" not in results  # the CPU trap does not apply here
-    text = (tmp_path / "executed.ipynb").read_text()
+    text = (tmp_path / record.executed).read_text()
     assert "branch: multi_gpu" in text and "Launching training on 2 CPUs." in text  # CPU torch: no CUDA here
 
 
