@@ -17,9 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import NOTEBOOK_DIR, ROOT
 
 NAME = "05_bert_finetune"
+# conftest's ROOT and NOTEBOOK_DIR, written out: this file also runs as a torchrun script, where conftest is not found
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK_DIR = ROOT / "notebooks"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
@@ -83,7 +85,6 @@ def test_05_step5_score_save_and_reload(notebook_run):
 
 def _cells(name: str) -> list[str]:
     import nbformat
-
     nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
     return [c.source for c in nb.cells if c.cell_type == "code"]
 
@@ -247,7 +248,6 @@ def test_05_tpu_default_is_fp32_because_accelerate_bf16_is_xla_use_bf16():
 
 def _markdown_with(text: str) -> str:
     import nbformat
-
     nb = nbformat.read(NOTEBOOK_DIR / "05_bert_finetune.ipynb", as_version=4)
     return next(c.source for c in nb.cells if c.cell_type == "markdown" and text in c.source)
 
@@ -268,9 +268,8 @@ def test_05_corpus_ships_in_the_wheel(tmp_path):
     """The smoke corpus is package data: a wheel built from the tree contains it."""
     import zipfile
 
-    from hatchling.builders.wheel import WheelBuilder
-
     root = ROOT
+    from hatchling.builders.wheel import WheelBuilder
     wheel = next(iter(WheelBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])))
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("freegpu/corpus/reviews.jsonl")
