@@ -241,6 +241,7 @@ def run_lane(name: str, notebooks: list[str], out: Path, parameters: dict | None
     from build import kaggle_bundles as kaggle
     from build import run_course
     from build.wheelhouse import build_image_wheelhouse
+    from freegpu.platform import kaggle_dataset_dirs
 
     image, _ = load(name)
     python = lane_python(name)
@@ -275,7 +276,7 @@ def run_lane(name: str, notebooks: list[str], out: Path, parameters: dict | None
         sources = {p.stem: p for p in chosen}
     elif image.lane == "kaggle":
         input_dir = work / "kaggle" / "input"
-        house = input_dir / WHEELHOUSE_ID.split("/")[1]
+        house = Path(kaggle_dataset_dirs(WHEELHOUSE_ID, input_dir)[0])  # Kaggle's newer layout
         manifest = build_image_wheelhouse(house, ROOT, image, kaggle.course_extras(chosen), python_version="here")
         lane.update(wheelhouse=str(house), wheelhouse_manifest=manifest)
         sources = {}

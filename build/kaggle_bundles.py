@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from freegpu.platform import kaggle_dataset_dir
+from freegpu.platform import kaggle_dataset_dirs
 
 from .wheelhouse import build_image_wheelhouse, load_image
 
@@ -162,11 +162,11 @@ def offline_setup_source(wheelhouse: str, requirement: str = "freegpu", needs: t
     """A setup cell for a kernel without internet: install `requirement` from the attached wheelhouse dataset.
 
     As the notebook's own setup cell does, it installs when any module of `needs` (freegpu and the modules of the
-    notebook's extras) is missing. The dataset is looked for where Kaggle mounts it (`kaggle_dataset_dir`), or
-    under `input_dir` (a rehearsal of Kaggle's input folder, see `platform.rehearsal_dirs`).
+    notebook's extras) is missing. The dataset is looked for where Kaggle mounts it, in its newer layout and its
+    older one (`kaggle_dataset_dirs`: pip skips a folder that does not exist), under `input_dir` if given (a
+    rehearsal of Kaggle's input folder, see `platform.rehearsal_dirs`).
     """
-    slug = wheelhouse.split("/")[1]
-    where = kaggle_dataset_dir(wheelhouse) if input_dir is None else str(Path(input_dir) / slug)
+    new, old = kaggle_dataset_dirs(wheelhouse, *([input_dir] if input_dir is not None else []))
     names = ", ".join(f'"{name}"' for name in needs) + ("," if len(needs) == 1 else "")
     return ("# Setup for Kaggle without internet: written by build/kaggle_bundles.py.\n"
             f"# Installs the course helpers ({requirement}) from the wheelhouse dataset\n"
@@ -175,9 +175,11 @@ def offline_setup_source(wheelhouse: str, requirement: str = "freegpu", needs: t
             "import importlib\nimport importlib.util\nimport subprocess\nimport sys\n\n"
             f"NEEDS = ({names})\n"
             "if any(importlib.util.find_spec(name) is None for name in NEEDS):\n"
+            "    # Kaggle mounts a dataset under datasets/<owner>/<slug> now, under <slug> in older sessions\n"
             '    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index",\n'
-            f'                    "--find-links", "{where}",\n'
-            f'                    "{requirement}"], check=True)\n'
+            f'        "--find-links", "{new}",\n'
+            f'        "--find-links", "{old}",\n'
+            f'        "{requirement}"], check=True)\n'
             "    importlib.invalidate_caches()")
 
 

@@ -67,8 +67,8 @@ def badges_source(name: str, settings: dict) -> str:
 TROUBLESHOOTING = "docs/troubleshooting.md"  # what to do when the setup cell fails, per platform (on the site too)
 TROUBLESHOOTING_ZH = "docs/zh/troubleshooting.md"  # the same page in Chinese: the zh setup cell links it
 # Where a Kaggle notebook finds the course's wheelhouse when it is attached as an input (the dataset that the
-# Kaggle bundles name, build/image_lane.py's WHEELHOUSE_ID, mounted by its slug: platform.kaggle_dataset_dir).
-KAGGLE_WHEELHOUSE = "/kaggle/input/freegpu-wheelhouse"
+# Kaggle bundles name, build/image_lane.py's WHEELHOUSE_ID; platform.kaggle_dataset_dirs: the newer layout).
+KAGGLE_WHEELHOUSE = "/kaggle/input/datasets/<you>/freegpu-wheelhouse"  # <you>: your Kaggle username
 KAGGLE_ENV = "KAGGLE_KERNEL_RUN_TYPE"  # set in every Kaggle session (editor: Interactive; Save Version: Batch)
 WIDTH = 100  # notebooks/ruff.toml's line length
 
@@ -82,8 +82,8 @@ def t(message: str) -> str:
 SETUP_COMMENT = t("Setup: written by build/sync_notebooks.py. Installs the course helpers and extras if missing.")
 SETUP_IMPORTS = t("one line keeps this cell short")
 SETUP_FAILED = t("Installing freegpu failed (pip's output is above). What to do: {help}")
-SETUP_KAGGLE = t("No internet here. Turn on Internet in the notebook's Settings (needs a phone-verified "
-                 "account), or attach your freegpu-wheelhouse dataset (notebook 06 makes it) and run: "
+SETUP_KAGGLE = t("No internet. Turn on Internet in Settings (needs a phone-verified account) or attach "
+                 "your freegpu-wheelhouse dataset (from notebook 06), then: "
                  "!pip install --no-index --find-links {wheels} '{spec}'")
 SETUP_KAGGLE_SOURCE = t("No internet here. Turn on Internet in the notebook's Settings (needs a phone-verified "
                         "account): pip builds this notebook's {extra} from source, so the freegpu-wheelhouse "

@@ -23,7 +23,7 @@ __all__ = [
     "rehearsal_dirs",
     "has_internet",
     "read_only_input",
-    "kaggle_dataset_dir",
+    "kaggle_dataset_dirs",
 ]
 
 # /kaggle/working is what a Kaggle "Save Version" keeps: "Up to 20 GBs of output from a Notebook may be saved to disk
@@ -170,9 +170,12 @@ def read_only_input(path: Path) -> Path | None:
     return _KAGGLE_INPUT if path == _KAGGLE_INPUT or _KAGGLE_INPUT in path.parents else None
 
 
-def kaggle_dataset_dir(dataset_id: str) -> str:
-    """Where a Kaggle kernel finds the attached dataset `owner/slug`: `/kaggle/input/<slug>` (notebook 06)."""
-    return str(_KAGGLE_INPUT / dataset_id.split("/")[1])
+def kaggle_dataset_dirs(dataset_id: str, root: Path | str = _KAGGLE_INPUT) -> list[str]:
+    """Where a Kaggle kernel may find the attached dataset `owner/slug`, the newer layout first:
+    `/kaggle/input/datasets/<owner>/<slug>` (the notebooks of 2026), then `/kaggle/input/<slug>` (older sessions).
+    Kaggle documents neither; both are read from public notebooks. `root` moves the input folder (a rehearsal)."""
+    owner, slug = dataset_id.split("/")
+    return [str(Path(root) / "datasets" / owner / slug), str(Path(root) / slug)]
 
 
 def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float = 2.0) -> bool:

@@ -200,10 +200,12 @@ def test_offline_bundle_installs_the_notebooks_extras(tmp_path, name):
                                input_dir=tmp_path / "kaggle" / "input")
     cells = json.loads((tmp_path / f"{name}.ipynb").read_text())["cells"]
     setup = "".join(next(c["source"] for c in cells if "".join(c["source"]).startswith("# Setup")))
+    assert f'"--find-links", "{tmp_path}/kaggle/input/datasets/me/wheels",' in setup  # Kaggle's newer layout
     assert f'"--find-links", "{tmp_path}/kaggle/input/wheels",' in setup and f'"{requirement}"]' in setup
     assert f"NEEDS = {needs!r}".replace("'", '"').rstrip(")") in setup
     compile(setup, "setup", "exec")
     on_kaggle = kaggle.offline_setup_source("me/freegpu-wheelhouse", requirement, needs)
+    assert '"/kaggle/input/datasets/me/freegpu-wheelhouse",' in on_kaggle  # Kaggle's newer layout, then the older
     assert '"/kaggle/input/freegpu-wheelhouse",' in on_kaggle
     assert max(len(line) for line in on_kaggle.splitlines()) <= 100  # Colab's and Kaggle's editor width
 

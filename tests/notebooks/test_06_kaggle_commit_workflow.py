@@ -10,7 +10,7 @@ import pytest
 from conftest import NOTEBOOK_DIR, ROOT
 
 from freegpu import resume
-from freegpu.platform import PlatformInfo, kaggle_dataset_dir, platform_dirs, rehearsal_dirs
+from freegpu.platform import PlatformInfo, kaggle_dataset_dirs, platform_dirs, rehearsal_dirs
 
 NAME = "06_kaggle_commit_workflow"
 
@@ -117,7 +117,7 @@ def test_06_kernel_metadata_and_wheelhouse(notebook_run):
     setup = "".join(json.loads(notebook.read_text())["cells"][2]["source"])
     lines = r["wheelhouse_commands"]
     assert lines[0].split('"')[1] in setup and "pip install --no-index --find-links" in lines[-1]
-    assert kaggle_dataset_dir(meta["dataset_sources"][0]) in lines[-1]
+    assert kaggle_dataset_dirs(meta["dataset_sources"][0])[0] in lines[-1]  # Kaggle's newer layout
 
 
 @pytest.mark.notebook
@@ -242,7 +242,9 @@ def test_rehearsal_dirs_are_kaggles_under_a_root(tmp_path):
     for field in ("input_dir", "working_dir", "scratch_dir"):
         assert getattr(moved, field) == tmp_path / getattr(real, field).relative_to("/")
     assert moved.output_budget_bytes == real.output_budget_bytes == 20 * 1000**3
-    assert kaggle_dataset_dir("me/freegpu-wheelhouse") == str(real.input_dir / "freegpu-wheelhouse")
+    assert kaggle_dataset_dirs("me/freegpu-wheelhouse") == [str(real.input_dir / "datasets/me/freegpu-wheelhouse"),
+                                                           str(real.input_dir / "freegpu-wheelhouse")]
+    assert kaggle_dataset_dirs("me/x", tmp_path) == [str(tmp_path / "datasets/me/x"), str(tmp_path / "x")]
 
 
 TWO_PROCESS_SAVE = """
