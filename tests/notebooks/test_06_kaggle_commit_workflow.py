@@ -92,10 +92,11 @@ def test_06_time_budget_and_commit_rehearsal(notebook_run):
     assert r["commit_resumed_from"] == stop["checkpoint"] == f"step_{stop['step']}"
     assert r["commit_max_abs_weight_diff"] == 0.0
     rehearsal = out / "rehearsal" / "kaggle"
-    attached = rehearsal / "input" / "06-kaggle-commit-workflow" / NAME / "train" / "checkpoints"
+    owner = r["parameters"]["kaggle_owner"]  # Kaggle mounts a notebook's output at notebooks/<owner>/<slug> (2026)
+    attached = rehearsal / "input" / "notebooks" / owner / "06-kaggle-commit-workflow" / NAME / "train" / "checkpoints"
     assert (attached / stop["checkpoint"]).is_dir()
     # The notebook's glob finds exactly the attached checkpoints in the rehearsed input folder.
-    assert sorted((rehearsal / "input").glob(f"*/{NAME}/train/checkpoints")) == [attached]
+    assert sorted((rehearsal / "input").glob(f"**/{NAME}/train/checkpoints")) == [attached]
     assert (rehearsal / "working" / NAME / "train" / "final" / "model.safetensors").is_file()
 
 

@@ -84,7 +84,9 @@ def test_08_step4_kaggle_inputs_read_from_the_layout(notebook_run):
     assert r["dataset_metadata"]["id"] == f"{r['parameters']['kaggle_owner']}/keep-your-work-data"
     assert json.loads((out / "my-dataset" / "dataset-metadata.json").read_text()) == r["dataset_metadata"]
     assert r["kaggle_model_path"] == "/kaggle/input/models/your-kaggle-username/keep-your-work-mlp/pytorch/default/1"
-    assert (out / "rehearsal" / "kaggle" / "input" / "keep-your-work-data" / "data.safetensors").is_file()
+    input_dir = out / "rehearsal" / "kaggle" / "input"  # Kaggle's layout of 2026: datasets/<owner>/<slug>
+    dataset = input_dir / "datasets" / r["parameters"]["kaggle_owner"] / "keep-your-work-data"
+    assert (dataset / "data.safetensors").is_file()
     assert r["input_model_equal"] is True and r["input_accuracy"] > 0.9  # learnable: far above a quarter
 
 
