@@ -166,7 +166,7 @@ def offline_setup_source(wheelhouse: str, requirement: str = "freegpu", needs: t
     older one (`kaggle_dataset_dirs`: pip skips a folder that does not exist), under `input_dir` if given (a
     rehearsal of Kaggle's input folder, see `platform.rehearsal_dirs`).
     """
-    new, old = kaggle_dataset_dirs(wheelhouse, *([input_dir] if input_dir is not None else []))
+    new, old = kaggle_dataset_dirs(wheelhouse, input_dir)
     names = ", ".join(f'"{name}"' for name in needs) + ("," if len(needs) == 1 else "")
     return ("# Setup for Kaggle without internet: written by build/kaggle_bundles.py.\n"
             f"# Installs the course helpers ({requirement}) from the wheelhouse dataset\n"

@@ -170,12 +170,13 @@ def read_only_input(path: Path) -> Path | None:
     return _KAGGLE_INPUT if path == _KAGGLE_INPUT or _KAGGLE_INPUT in path.parents else None
 
 
-def kaggle_dataset_dirs(dataset_id: str, root: Path | str = _KAGGLE_INPUT) -> list[str]:
+def kaggle_dataset_dirs(dataset_id: str, root: Path | str | None = None) -> list[str]:
     """Where a Kaggle kernel may find the attached dataset `owner/slug`, the newer layout first:
     `/kaggle/input/datasets/<owner>/<slug>` (the notebooks of 2026), then `/kaggle/input/<slug>` (older sessions).
     Kaggle documents neither; both are read from public notebooks. `root` moves the input folder (a rehearsal)."""
     owner, slug = dataset_id.split("/")
-    return [str(Path(root) / "datasets" / owner / slug), str(Path(root) / slug)]
+    root = _KAGGLE_INPUT if root is None else Path(root)
+    return [str(root / "datasets" / owner / slug), str(root / slug)]
 
 
 def has_internet(host: str = "huggingface.co", port: int = 443, timeout: float = 2.0) -> bool:

@@ -85,6 +85,7 @@ def test_05_step5_score_save_and_reload(notebook_run):
 
 def _cells(name: str) -> list[str]:
     import nbformat
+
     nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
     return [c.source for c in nb.cells if c.cell_type == "code"]
 
@@ -248,6 +249,7 @@ def test_05_tpu_default_is_fp32_because_accelerate_bf16_is_xla_use_bf16():
 
 def _markdown_with(text: str) -> str:
     import nbformat
+
     nb = nbformat.read(NOTEBOOK_DIR / "05_bert_finetune.ipynb", as_version=4)
     return next(c.source for c in nb.cells if c.cell_type == "markdown" and text in c.source)
 
@@ -268,12 +270,12 @@ def test_05_corpus_ships_in_the_wheel(tmp_path):
     """The smoke corpus is package data: a wheel built from the tree contains it."""
     import zipfile
 
-    root = ROOT
     from hatchling.builders.wheel import WheelBuilder
-    wheel = next(iter(WheelBuilder(str(root)).build(directory=str(tmp_path), versions=["standard"])))
+
+    wheel = next(iter(WheelBuilder(str(ROOT)).build(directory=str(tmp_path), versions=["standard"])))
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("freegpu/corpus/reviews.jsonl")
-        assert shipped == (root / "shared" / "freegpu" / "corpus" / "reviews.jsonl").read_bytes()
+        assert shipped == (ROOT / "shared" / "freegpu" / "corpus" / "reviews.jsonl").read_bytes()
         assert "freegpu/data.py" in archive.namelist()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -34,8 +35,10 @@ def test_common_results(name, executed, course_out):
     assert record.wall_s < RUNAWAY_S, f"{name} took {record.wall_s} s"
 
 
-def _named_in_tests() -> set[str]:
-    """Every string constant and keyword name in the test files: a recorded key a test reads is among them."""
+@functools.cache
+def _named_in_tests() -> frozenset[str]:
+    """Every string constant and keyword name in the test files (parsed once): a recorded key a test reads is
+    among them."""
     import ast
 
     named = set()
@@ -45,7 +48,7 @@ def _named_in_tests() -> set[str]:
                 named.add(node.value)
             elif isinstance(node, ast.keyword) and node.arg:
                 named.add(node.arg)
-    return named
+    return frozenset(named)
 
 
 @pytest.mark.parametrize("name", NOTEBOOK_NAMES)
