@@ -15,7 +15,7 @@ text = Path("multi_node.yaml").read_text()
 Path("four_nodes.yaml").write_text(text.replace("num_machines: 2", "num_machines: 4"))  # 16 GPUs
 four = load_config_from_file("four_nodes.yaml")
 assert four.num_processes // four.num_machines == 4
-print(f"4 machines x 4 GPUs: num_processes is still {four.num_processes} (the total);",
+print(f"4 machines x 4 GPUs: num_processes is still {four.num_processes} (the total); "
       f"each machine starts {four.num_processes // four.num_machines}.")
 
 # %% Exercise 3
