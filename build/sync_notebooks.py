@@ -82,10 +82,10 @@ def t(message: str) -> str:
 SETUP_COMMENT = t("Setup: written by build/sync_notebooks.py. Installs the course helpers and extras if missing.")
 SETUP_IMPORTS = t("one line keeps this cell short")
 SETUP_FAILED = t("Installing freegpu failed (pip's output is above). What to do: {help}")
-SETUP_KAGGLE = t("No internet. Turn on Internet in Settings (needs a phone-verified account) or attach "
-                 "your freegpu-wheelhouse dataset (from notebook 06), then: "
+SETUP_KAGGLE = t("pip failed. Offline? Turn on Internet in Settings (needs a phone-verified account) or attach "
+                 "your freegpu-wheelhouse dataset (notebook 06), then: "
                  "!pip install --no-index --find-links {wheels} '{spec}'")
-SETUP_KAGGLE_SOURCE = t("No internet here. Turn on Internet in the notebook's Settings (needs a phone-verified "
+SETUP_KAGGLE_SOURCE = t("pip failed. Offline? Turn on Internet in Settings (needs a phone-verified "
                         "account): pip builds this notebook's {extra} from source, so the freegpu-wheelhouse "
                         "dataset cannot install it.")
 

@@ -46,7 +46,9 @@ print(f"In the loop (step 2) it was {ratios['median']:.2f}; the change is "
 
 # %% Exercise 4
 probe = "from accelerate import Accelerator; print(Accelerator(cpu=True).distributed_type.value)"
-said = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip()
+on_cpu = {**os.environ, "PJRT_DEVICE": "CPU"}  # on a TPU this kernel holds the chips
+done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=on_cpu)
+said = done.stdout.strip()
 has_xla = importlib.util.find_spec("torch_xla") is not None
 assert said == ("XLA" if has_xla else "NO"), said  # a fresh process: no Accelerator there yet
 print(f"Accelerator(cpu=True) in a fresh process here: {said}.")

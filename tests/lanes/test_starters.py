@@ -135,6 +135,33 @@ def test_colab_one_gpu_resumes_from_its_checkpoints(starter, tmp_path):
     assert all(torch.equal(a[name], b[name]) for name in a)
 
 
+@pytest.mark.parametrize("damage", ["weights cut short", "random states missing"])
+def test_colab_one_gpu_skips_an_incomplete_newest_checkpoint(starter, tmp_path, damage):
+    """A Drive upload cut short: the newest checkpoint lacks a file, or holds part of one. The next session skips it,
+    resumes from the one before, saves over it (a rename onto a folder that exists), and ends with the first run's
+    weights. A missing random-state file alone would not stop `load_state`: the sizes in sizes.json do."""
+    _, first = starter("colab_one_gpu")
+    again = tmp_path / "starters" / "results" / "colab_one_gpu"
+    shutil.copytree(first / "checkpoints", again / "checkpoints")
+    newest = again / "checkpoints" / "step_60"
+    if damage == "weights cut short":
+        weights = newest / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        (newest / "random_states_0.pkl").unlink()
+    [record] = runner.execute_starters([STARTERS / "colab_one_gpu.ipynb"], tmp_path)
+    assert record.status == "ok", record.error
+    resumed = json.loads((again / "results.json").read_text())
+    assert resumed["resumed_from_step"] == 40 and resumed["checkpoints"] == ["step_40", "step_60"]
+    printed = "".join(text for _, text in outputs(tmp_path / record.executed))
+    assert "skipping step_60: incomplete" in printed
+    from safetensors.torch import load_file
+
+    a, b = (load_file(folder / "model" / "model.safetensors") for folder in (first, again))
+    assert all(torch.equal(a[name], b[name]) for name in a)
+    assert (newest / "random_states_0.pkl").exists()  # step 60 saved again, whole
+
+
 @pytest.mark.skipif(GPU, reason="a GPU would run NCCL processes: this test checks the CPU rehearsal (gloo)")
 def test_kaggle_t4x2_two_launches_two_processes_each(starter):
     record, folder = starter("kaggle_t4x2")

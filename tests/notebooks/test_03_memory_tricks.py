@@ -278,24 +278,31 @@ def test_03_live_activations_follow_the_graph_without_a_garbage_collector():
 
 
 def test_03_free_memory_runs_gc_and_empties_the_device_cache(monkeypatch):
-    """Issue 26 item 6, both halves as step 5 says them: `free_memory` runs gc.collect() and the device's
-    empty_cache() (Accelerate told it is on CUDA), and sets what it is given to None."""
+    """Issue 26 item 6, as step 5 says it: `free_memory` runs gc.collect() and the device's empty_cache()
+    (Accelerate told it is on CUDA) while the caller's own reference still holds the model, and returns None for it:
+    only the assignment frees it, after the cache was emptied (hence step 5's second empty_cache)."""
+    import weakref
+
     import accelerate.utils.memory as accelerate_memory
     from accelerate import Accelerator
 
     calls = []
+    model = torch.nn.Linear(2, 2)
+    alive = weakref.ref(model)
 
     class Cuda:
         @staticmethod
         def empty_cache():
-            calls.append("empty_cache")
+            calls.append(("empty_cache", alive() is not None))
 
     accelerator = Accelerator(cpu=True)
     monkeypatch.setattr(accelerate_memory, "get_torch_accelerator_backend", lambda: ("cuda", Cuda))
     monkeypatch.setattr(accelerate_memory.gc, "collect", lambda *a: calls.append("gc.collect"))
-    assert accelerator.free_memory(torch.nn.Linear(2, 2)) == [None]
-    assert calls == ["gc.collect", "empty_cache"]
-    assert "runs `gc.collect()` and `torch.cuda.empty_cache()`" in " ".join(_notebook_markdown().split())
+    [model] = accelerator.free_memory(model)
+    assert model is None and alive() is None  # freed by the assignment
+    assert calls == ["gc.collect", ("empty_cache", True)]  # the cache was emptied while the model lived
+    markdown = " ".join(_notebook_markdown().split())
+    assert "runs `gc.collect()` and `torch.cuda.empty_cache()`. But it does so before anything is released" in markdown
 
 
 def test_03_fsdp2_needs_the_model_and_its_optimizer_in_one_prepare_call(monkeypatch):

@@ -287,6 +287,49 @@ def test_save_checkpoint_with_two_processes(tmp_path):
     assert files == ["model.safetensors", "optimizer.bin", "random_states_0.pkl", "random_states_1.pkl"]
 
 
+FAST_CLOCK_ON_RANK_1 = """
+import os, runpy, sys, time
+
+if os.environ["RANK"] == "1":  # this rank's clock runs twice as fast: alone, it would stop first
+    real = time.monotonic
+    time.monotonic = lambda: 2 * real()
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_time_budget_stops_every_process_at_the_same_step(tmp_path):
+    """Two processes whose clocks disagree (T4 x2, each measures its own time): the rank that runs out first sets
+    Accelerate's trigger, and both stop and save at the same step. Without it one would wait in the save's barrier
+    while the other ran the next step's all-reduce."""
+    import sys
+
+    import torch
+    from safetensors.torch import save_file
+
+    from freegpu.launch import free_port, run_launch
+
+    (tmp_path / "train_resumable.py").write_text(_script_text())
+    (tmp_path / "fast_clock.py").write_text(FAST_CLOCK_ON_RANK_1)
+    generator = torch.Generator().manual_seed(0)
+    save_file({"images": torch.rand(2048, 64, generator=generator),
+               "labels": torch.randint(0, 10, (2048,), generator=generator)}, str(tmp_path / "train.safetensors"))
+    logs = tmp_path / "logs"
+    run_launch([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                str(free_port()), "--log_dir", str(logs), "--redirects", "3", str(tmp_path / "fast_clock.py"),
+                str(tmp_path / "train_resumable.py"), "--train_file", str(tmp_path / "train.safetensors"), "--cpu",
+                "--output_dir", str(tmp_path / "out"), "--batch_size", "16", "--checkpointing_steps", "1000",
+                "--time_budget_s", "1.5", "--step_sleep_s", "0.02"], timeout=180)
+    stops = []
+    for log in sorted(logs.rglob("stdout.log")):  # one per rank
+        events = [json.loads(line[len("REPORT "):]) for line in log.read_text().splitlines()
+                  if line.startswith("REPORT ")]
+        stops += [event["step"] for event in events if event["event"] == "time_budget"]
+    assert len(stops) == 2 and stops[0] == stops[1], stops
+    assert 0 < stops[0] < 2 * 2048 // 32  # inside the run, which would take two epochs of 64 steps
+    assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == [f"step_{stops[0]}"]
+
+
 def test_06_script_trains_resumes_and_saves_without_the_course_package(tmp_path):
     """train_resumable.py is copyable: it trains, checkpoints, resumes and saves where freegpu cannot be imported."""
     import os
