@@ -50,7 +50,7 @@ on_cpu = {**os.environ, "PJRT_DEVICE": "CPU"}  # on a TPU this kernel holds the 
 done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=on_cpu)
 said = done.stdout.strip()
 has_xla = importlib.util.find_spec("torch_xla") is not None
-assert said == ("XLA" if has_xla else "NO"), said  # a fresh process: no Accelerator there yet
+assert said == ("XLA" if has_xla else "NO"), (said, done.stderr[-500:])  # a fresh process
 print(f"Accelerator(cpu=True) in a fresh process here: {said}.")
 if has_xla:
     print("torch_xla is importable: cpu=True is ignored. On a TPU VM no gloo group forms.")

@@ -269,8 +269,9 @@ def launcher_branch(num_processes: int, gpu_count: int, environ: Mapping[str, st
     `shell` (the text of `get_ipython()`) default to this process's; pass them to see another platform's branch.
     On a TPU VM (TPU_ACCELERATOR_TYPE set, as `freegpu.hardware` reads it) PJRT_DEVICE may be unset when you ask:
     `import accelerate` imports torch_xla, which sets PJRT_DEVICE=TPU when it finds the chips
-    (torch_xla/runtime.py, `_maybe_select_default_device`), before `notebook_launcher` reads it.
-    Introduced in notebook 01.
+    (torch_xla/runtime.py, `_maybe_select_default_device`), before `notebook_launcher` reads it. With
+    USE_TORCH_XLA=0 (notebook 01) Accelerate does not import torch_xla, so "tpu" is the cautious answer there:
+    notebook 01 launches nothing on a TPU either way. Introduced in notebook 01.
     """
     env = os.environ if environ is None else environ
     shell = _ipython_shell() if shell is None else shell
