@@ -302,7 +302,7 @@ def test_03_free_memory_runs_gc_and_empties_the_device_cache(monkeypatch):
     assert model is None and alive() is None  # freed by the assignment
     assert calls == ["gc.collect", ("empty_cache", True)]  # the cache was emptied while the model lived
     markdown = " ".join(_notebook_markdown().split())
-    assert "runs `gc.collect()` and `torch.cuda.empty_cache()`. But it does so before anything is released" in markdown
+    assert "runs `gc.collect()` and `torch.cuda.empty_cache()`. But it empties the cache first" in markdown
 
 
 def test_03_fsdp2_needs_the_model_and_its_optimizer_in_one_prepare_call(monkeypatch):
