@@ -123,16 +123,24 @@ def test_colab_one_gpu_resumes_from_its_checkpoints(starter, tmp_path):
     _, first = starter("colab_one_gpu")
     results = json.loads((first / "results.json").read_text())
     assert results["resumed_from_step"] == 0 and results["checkpoints"] == ["step_40", "step_60"]  # 72 steps, 2 kept
-    again = tmp_path / "starters" / "results" / "colab_one_gpu"
-    shutil.copytree(first / "checkpoints", again / "checkpoints")  # what Drive keeps between sessions
-    [record] = runner.execute_starters([STARTERS / "colab_one_gpu.ipynb"], tmp_path)
-    assert record.status == "ok", record.error
-    resumed = json.loads((again / "results.json").read_text())
+    _, resumed, _ = _second_session(first, tmp_path)
     assert resumed["resumed_from_step"] == 60 and resumed["checkpoints"] == ["step_40", "step_60"]
+
+
+def _second_session(first: Path, tmp_path: Path, damage=lambda checkpoints: None):
+    """colab_one_gpu run again on a copy of `first`'s checkpoints (what Drive keeps between sessions), after
+    `damage(checkpoints)`; it must end with `first`'s weights, bit for bit. Returns the run record, its results and
+    its checkpoints folder."""
     from safetensors.torch import load_file
 
+    again = tmp_path / "starters" / "results" / "colab_one_gpu"
+    shutil.copytree(first / "checkpoints", again / "checkpoints")
+    damage(again / "checkpoints")
+    [record] = runner.execute_starters([STARTERS / "colab_one_gpu.ipynb"], tmp_path)
+    assert record.status == "ok", record.error
     a, b = (load_file(folder / "model" / "model.safetensors") for folder in (first, again))
     assert all(torch.equal(a[name], b[name]) for name in a)
+    return record, json.loads((again / "results.json").read_text()), again / "checkpoints"
 
 
 @pytest.mark.parametrize("damage", ["weights cut short", "random states missing"])
@@ -140,26 +148,20 @@ def test_colab_one_gpu_skips_an_incomplete_newest_checkpoint(starter, tmp_path, 
     """A Drive upload cut short: the newest checkpoint lacks a file, or holds part of one. The next session skips it,
     resumes from the one before, saves over it (a rename onto a folder that exists), and ends with the first run's
     weights. A missing random-state file alone would not stop `load_state`: the sizes in sizes.json do."""
+    def cut(checkpoints: Path) -> None:
+        newest = checkpoints / "step_60"
+        if damage == "weights cut short":
+            weights = newest / "model.safetensors"
+            weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+        else:
+            (newest / "random_states_0.pkl").unlink()
+
     _, first = starter("colab_one_gpu")
-    again = tmp_path / "starters" / "results" / "colab_one_gpu"
-    shutil.copytree(first / "checkpoints", again / "checkpoints")
-    newest = again / "checkpoints" / "step_60"
-    if damage == "weights cut short":
-        weights = newest / "model.safetensors"
-        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    else:
-        (newest / "random_states_0.pkl").unlink()
-    [record] = runner.execute_starters([STARTERS / "colab_one_gpu.ipynb"], tmp_path)
-    assert record.status == "ok", record.error
-    resumed = json.loads((again / "results.json").read_text())
+    record, resumed, checkpoints = _second_session(first, tmp_path, cut)
     assert resumed["resumed_from_step"] == 40 and resumed["checkpoints"] == ["step_40", "step_60"]
     printed = "".join(text for _, text in outputs(tmp_path / record.executed))
     assert "skipping step_60: incomplete" in printed
-    from safetensors.torch import load_file
-
-    a, b = (load_file(folder / "model" / "model.safetensors") for folder in (first, again))
-    assert all(torch.equal(a[name], b[name]) for name in a)
-    assert (newest / "random_states_0.pkl").exists()  # step 60 saved again, whole
+    assert (checkpoints / "step_60" / "random_states_0.pkl").exists()  # step 60 saved again, whole
 
 
 @pytest.mark.skipif(GPU, reason="a GPU would run NCCL processes: this test checks the CPU rehearsal (gloo)")

@@ -195,6 +195,22 @@ def _script_text() -> str:
     return next(c.source for c in nb.cells if c.source.startswith("%%writefile")).split("\n", 1)[1]
 
 
+def _write_script_and_data(folder, samples: int) -> None:
+    """train_resumable.py, and a training file of `samples` random 64-value images, into `folder`."""
+    import torch
+    from safetensors.torch import save_file
+
+    (folder / "train_resumable.py").write_text(_script_text())
+    generator = torch.Generator().manual_seed(0)
+    save_file({"images": torch.rand(samples, 64, generator=generator),
+               "labels": torch.randint(0, 10, (samples,), generator=generator)}, str(folder / "train.safetensors"))
+
+
+def _reports(text: str) -> list[dict]:
+    """The events of the script's `REPORT {json}` lines in `text`."""
+    return [json.loads(line[len("REPORT "):]) for line in text.splitlines() if line.startswith("REPORT ")]
+
+
 def _script_namespace() -> dict:
     """The functions of notebook 06's training script (its `main` does not run)."""
     namespace: dict = {"__name__": "train_resumable"}
@@ -304,16 +320,10 @@ def test_time_budget_stops_every_process_at_the_same_step(tmp_path):
     while the other ran the next step's all-reduce."""
     import sys
 
-    import torch
-    from safetensors.torch import save_file
-
     from freegpu.launch import free_port, run_launch
 
-    (tmp_path / "train_resumable.py").write_text(_script_text())
+    _write_script_and_data(tmp_path, 2048)
     (tmp_path / "fast_clock.py").write_text(FAST_CLOCK_ON_RANK_1)
-    generator = torch.Generator().manual_seed(0)
-    save_file({"images": torch.rand(2048, 64, generator=generator),
-               "labels": torch.randint(0, 10, (2048,), generator=generator)}, str(tmp_path / "train.safetensors"))
     logs = tmp_path / "logs"
     run_launch([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                 str(free_port()), "--log_dir", str(logs), "--redirects", "3", str(tmp_path / "fast_clock.py"),
@@ -322,9 +332,7 @@ def test_time_budget_stops_every_process_at_the_same_step(tmp_path):
                 "--time_budget_s", "1.5", "--step_sleep_s", "0.02"], timeout=180)
     stops = []
     for log in sorted(logs.rglob("stdout.log")):  # one per rank
-        events = [json.loads(line[len("REPORT "):]) for line in log.read_text().splitlines()
-                  if line.startswith("REPORT ")]
-        stops += [event["step"] for event in events if event["event"] == "time_budget"]
+        stops += [event["step"] for event in _reports(log.read_text()) if event["event"] == "time_budget"]
     assert len(stops) == 2 and stops[0] == stops[1], stops
     assert 0 < stops[0] < 2 * 2048 // 32  # inside the run, which would take two epochs of 64 steps
     assert sorted(p.name for p in (tmp_path / "out" / "checkpoints").iterdir()) == [f"step_{stops[0]}"]
@@ -336,16 +344,7 @@ def test_06_script_trains_resumes_and_saves_without_the_course_package(tmp_path)
     import subprocess
     import sys
 
-    import nbformat
-    import torch
-    from safetensors.torch import save_file
-
-    nb = nbformat.read(NOTEBOOK_DIR / f"{NAME}.ipynb", as_version=4)
-    cell = next(c.source for c in nb.cells if c.source.startswith("%%writefile"))
-    (tmp_path / "train_resumable.py").write_text(cell.split("\n", 1)[1])
-    generator = torch.Generator().manual_seed(0)
-    save_file({"images": torch.rand(256, 64, generator=generator), "labels": torch.randint(0, 10, (256,),
-               generator=generator)}, str(tmp_path / "train.safetensors"))
+    _write_script_and_data(tmp_path, 256)
     hide = "import sys; sys.modules['freegpu'] = None"  # `import freegpu` raises ImportError
     run = [sys.executable, "-c", f"{hide}; import runpy; sys.argv = sys.argv[1:]; "
            "runpy.run_path(sys.argv[0], run_name='__main__')", "train_resumable.py", "--train_file",
@@ -359,5 +358,5 @@ def test_06_script_trains_resumes_and_saves_without_the_course_package(tmp_path)
     again = subprocess.run([*run, "--resume_from"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                            env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    resumed = [json.loads(line[len("REPORT "):]) for line in again.stdout.splitlines() if line.startswith("REPORT ")]
+    resumed = _reports(again.stdout)
     assert any(r.get("event") == "resumed" and r["checkpoint"] == checkpoints[-1].name for r in resumed), resumed
