@@ -6,13 +6,14 @@ text = Path("nl.py").read_text().replace("num_processes=2", "num_processes=1")
 # no launcher sets GROUP_RANK now: None
 text = text.replace('int(os.environ["GROUP_RANK"])', 'os.environ.get("GROUP_RANK")')
 Path("nl_one.py").write_text(text.replace('"nl"', 'f"nl_one_{sys.argv[1]}"'))  # a folder each
-port = free_port()  # a fresh port: the first launch's may still be closing
+port = free_port()  # nl.py needs a port; with one process, nothing listens on it
 run_launches({f"machine {r}": f"python nl_one.py {r} {port}".split() for r in range(2)},
              timeout=launch_timeout_s, env={**os.environ, "OMP_NUM_THREADS": "1"})
 alone = [read_reports(f"nl_one_{r}", 1)[0] for r in range(2)]
 assert [(a["machine_rank"], a["world_size"]) for a in alone] == [(None, 1), (None, 1)], alone
-print(f"Not 2: each machine ran train alone, world sizes {[a['world_size'] for a in alone]}.")
-print("With num_processes=1, notebook_launcher calls the function in its own process: no launch.")
+print(f"Not 1 x 2 = 2: each machine ran alone, world sizes {[a['world_size'] for a in alone]}.")
+print("With num_processes=1, notebook_launcher calls the function in the calling process.")
+print("It starts no process and ignores num_nodes.")
 
 # %% Exercise 2
 text = Path("multi_node.yaml").read_text()
