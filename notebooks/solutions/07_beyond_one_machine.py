@@ -13,7 +13,7 @@ alone = [read_reports(f"nl_one_{r}", 1)[0] for r in range(2)]
 assert [(a["machine_rank"], a["world_size"]) for a in alone] == [(None, 1), (None, 1)], alone
 print(f"Not 1 x 2 = 2: each machine ran alone, world sizes {[a['world_size'] for a in alone]}.")
 print("With num_processes=1, notebook_launcher calls the function in the calling process.")
-print("It starts no process and ignores num_nodes.")
+print("It starts no new process and ignores num_nodes.")
 
 # %% Exercise 2
 text = Path("multi_node.yaml").read_text()
