@@ -8,7 +8,7 @@ text = text.replace('int(os.environ["GROUP_RANK"])', 'os.environ.get("GROUP_RANK
 Path("nl_one.py").write_text(text.replace('"nl"', 'f"nl_one_{sys.argv[1]}"'))  # a folder each
 port = free_port()  # nl.py needs a port; with one process, nothing listens on it
 run_launches({f"machine {r}": f"python nl_one.py {r} {port}".split() for r in range(2)},
-             timeout=launch_timeout_s, env={**os.environ, "OMP_NUM_THREADS": "1"})
+             timeout=launch_timeout_s, env=one_thread)
 alone = [read_reports(f"nl_one_{r}", 1)[0] for r in range(2)]
 assert [(a["machine_rank"], a["world_size"]) for a in alone] == [(None, 1), (None, 1)], alone
 print(f"Not 1 x 2 = 2: each machine ran alone, world sizes {[a['world_size'] for a in alone]}.")
